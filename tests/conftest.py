@@ -1,0 +1,21 @@
+"""Shared fixtures. Every test runs offline: no hub, no download."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tiny_bench import make_tiny_benchmark  # noqa: E402
+
+
+@pytest.fixture
+def tiny_bench(tmp_path: Path) -> Path:
+    """A valid tiny benchmark folder (16 samples, 4 views, 32 px, cameras on most views)."""
+    return make_tiny_benchmark(tmp_path / "bench")

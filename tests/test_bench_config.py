@@ -1,0 +1,54 @@
+"""Typed configs: YAML + key=value overrides, unknown keys and bad types are errors."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from bench.config import ConfigError, load_config, save_config
+
+
+@dataclass
+class Inner:
+    depth: int = 2  # number of blocks
+    dropout: float = 0.1
+    kind: str = "a"
+
+
+@dataclass
+class Outer:
+    seed: int = 0
+    name: str = "run"
+    flags: list[int] = field(default_factory=lambda: [1, 2])
+    inner: Inner = field(default_factory=Inner)
+    path: str | None = None
+
+
+def test_defaults_file_and_overrides(tmp_path):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("seed: 3\ninner:\n  depth: 4\n")
+    cfg = load_config(Outer, cfg_file, ["inner.dropout=0", "path=/x", "flags=[3]"])
+    assert cfg == Outer(seed=3, flags=[3], inner=Inner(depth=4, dropout=0.0), path="/x")
+    save_config(cfg, tmp_path / "out.yaml")
+    assert load_config(Outer, tmp_path / "out.yaml") == cfg
+
+
+@pytest.mark.parametrize("override,words", [
+    ("sed=1", "unknown config key(s) 'sed'"),
+    ("inner.deep=1", "unknown config key(s) 'inner.deep'"),
+    ("seed=abc", "seed: expected an integer"),
+    ("inner.depth=1.5", "inner.depth: expected an integer"),
+    ("seed", "not of the form key=value"),
+    ("inner=3", "expected a mapping"),
+])
+def test_bad_overrides(override, words):
+    with pytest.raises(ConfigError) as info:
+        load_config(Outer, None, [override])
+    assert words in str(info.value)
+
+
+def test_unknown_key_in_file_names_the_file(tmp_path):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("inner:\n  widht: 3\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: unknown config key\(s\) 'inner.widht'"):
+        load_config(Outer, cfg_file)
