@@ -71,6 +71,10 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
             raise ConfigError(f"{path}: expected a mapping, got {value!r}")
         key_tp, val_tp = args if args else (Any, Any)
         return {_coerce(k, key_tp, path): _coerce(v, val_tp, f"{path}.{k}") for k, v in value.items()}
+    if tp in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        return tp(value)
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{path}: expected true/false, got {value!r}")

@@ -1,0 +1,82 @@
+"""Our trained model as one more adapter: ``--model crossview --model-arg ckpt=PATH``.
+
+It scores every option directly (no text, no parsing) and reads the images through the same
+feature cache that training filled, so evaluation never re-encodes an image it has seen.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from bench.format import Benchmark
+from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.registry import register_model
+
+
+@register_model("crossview")
+class CrossViewAdapter(ModelAdapter):
+    """The geometry-aware cross-view model (training/, model/) from a checkpoint."""
+
+    @dataclass
+    class Args:
+        ckpt: str = ""  # a checkpoint written by python train.py (last.ckpt / best.ckpt)
+        cache_dir: str = "data/cache"  # backbone feature cache
+        device: str = "cpu"  # "cpu" or "cuda"
+
+    def __init__(self, args=None, loaded=None):
+        super().__init__(args)
+        # Imported here so the evaluator's other adapters never pull in model/training.
+        from training.checkpoint import load_module_from_checkpoint
+        from training.features import FeatureCache
+        from training.text import build_tokenizer
+        from model.backbone import build_backbone
+
+        if loaded is None:
+            if not self.args.ckpt:
+                raise ValueError("crossview needs --model-arg ckpt=PATH (a checkpoint from python train.py)")
+            if not Path(self.args.ckpt).is_file():
+                raise ValueError(f"crossview: checkpoint not found: {self.args.ckpt}")
+            module = load_module_from_checkpoint(self.args.ckpt)
+            cache = FeatureCache(self.args.cache_dir, build_backbone(module.cfg.model.backbone))
+            loaded = (module, cache, build_tokenizer(module.cfg.model))
+        self.module, self.cache, self.tokenizer = loaded
+        self.device = torch.device(self.args.device)
+        self.module.to(self.device).eval()
+        self.benchmark: Benchmark | None = None
+        self.table = None
+
+    @classmethod
+    def from_loaded(cls, module, cache, tokenizer, device: str = "cpu") -> "CrossViewAdapter":
+        """Wrap an in-memory model (the end of ``python train.py``) without reloading it."""
+        return cls(cls.Args(ckpt="<in memory>", device=device), loaded=(module, cache, tokenizer))
+
+    def prepare(self, benchmark: Benchmark) -> None:
+        from training.datamodule import split_images
+        self.benchmark = benchmark
+        self.table = self.cache.table(split_images(benchmark), desc="encoding eval images")
+
+    @torch.no_grad()
+    def generate(self, requests: list[Request]) -> list[Response]:
+        from training.data import ViewSet, build_item, collate
+        if self.benchmark is None or self.table is None:
+            raise RuntimeError("crossview: prepare(benchmark) must run before generate")
+        items = []
+        for req in requests:
+            sample = req.sample  # options as asked (rotated under --circular)
+            text = self.tokenizer.encode(sample.question, sample.options)
+            view_set = ViewSet(0, tuple(v.view_id for v in req.views), req.setting)
+            items.append(build_item(sample, view_set, self.benchmark.root, self.table, text))
+        batch = collate(items, self.table, self.tokenizer.pad_id)
+        batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        out = self.module.model(batch)
+        logits = out["option_logits"].float().cpu()
+        evidence = out["evidence_logits"].float().cpu()
+        responses = []
+        for i, req in enumerate(requests):
+            n = len(req.sample.options)
+            relevance = {v.view_id: round(float(evidence[i, j, :len(v.image_paths)].max()), 4)
+                         for j, v in enumerate(req.views)}
+            responses.append(Response(scores=logits[i, :n].tolist(), meta={"evidence": relevance}))
+        return responses

@@ -1,0 +1,57 @@
+"""Train the cross-view model and score it under the full protocol.
+
+    python train.py                                   # the embedded demo (configs/default.yaml)
+    python train.py --config configs/full.yaml trainer.devices=8 trainer.strategy=ddp
+    python train.py --config configs/finetune_evidence.yaml init_from=checkpoints/<run>/best.ckpt
+    python train.py --resume                          # continue the newest run of this config
+    python train.py --resume checkpoints/<run>        # continue that run
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/default.yaml", help="YAML run config")
+    parser.add_argument("--resume", nargs="?", const="latest", default=None,
+                        help="continue from a run folder's last.ckpt (no value: the newest run of this config)")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. trainer.max_epochs=3 seed=1")
+    args = parser.parse_args(argv)
+
+    from bench.config import ConfigError
+    from training.checkpoint import CheckpointError
+    from training.config import load_train_config
+    from training.run import latest_run, train
+    try:
+        cfg = load_train_config(args.config, args.overrides)
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        return 2
+    name = Path(args.config).stem
+    resume = args.resume
+    if resume == "latest":
+        resume = latest_run(cfg.out_dir, name)
+        if resume is None:
+            print(f"--resume: no run of {name!r} with a last.ckpt under {cfg.out_dir}/", file=sys.stderr)
+            return 2
+    try:
+        metrics = train(cfg, config_name=name, resume=resume)
+    except (CheckpointError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if metrics:
+        from eval.report import render_tables
+        print()
+        print(render_tables(metrics))
+        print(f"\nrun folder: {metrics.get('run_dir')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

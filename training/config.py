@@ -1,0 +1,98 @@
+"""The typed config of one training run (``python train.py``), loaded from YAML.
+
+``load_train_config(path, overrides)`` is the only entry: unknown keys and wrongly typed
+values fail with the dotted key named. The resolved config is saved with every run and
+inside every checkpoint.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.config import load_config
+from model.config import ModelConfig
+
+
+@dataclass
+class DataConfig:
+    bench_dir: str = "data/synth-default"  # holds train/, val/, test/ benchmark folders
+    generate_config: str | None = "configs/bench/default.yaml"  # generated into bench_dir if missing
+    cache_dir: str = "data/cache"  # backbone feature cache (shared by every run)
+    batch_size: int = 32  # samples per training batch
+    eval_batch_size: int = 64  # samples per evaluation batch
+    num_workers: int = 0  # DataLoader workers; 0 keeps the 2-core default simple and deterministic
+    limit_train: int = 0  # use only the first N training samples (0: all); for quick runs
+    limit_val: int = 0  # use only the first N validation samples (0: all)
+
+
+@dataclass
+class AugmentConfig:
+    """Training-time view-set augmentation: how the model learns to ignore redundant views."""
+    p_extra: float = 0.5  # chance to add 1..max extra views from the sample's pool
+    max_extra: int = 3  # most extra views added
+    p_drop: float = 0.0  # chance to drop one necessary view of an MVN sample (answer loss masked)
+    shuffle_views: bool = True  # present the views in a random order
+
+
+@dataclass
+class LossConfig:
+    answer: float = 1.0  # weight of the option cross-entropy
+    evidence: float = 0.2  # weight of the (view, frame) evidence BCE
+    entity_evidence: float = 0.1  # weight of the per-mark evidence BCE
+    identity: float = 0.0  # weight of the cross-view identity-consistency loss on entity embeddings
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-3  # peak AdamW learning rate
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    warmup_frac: float = 0.05  # fraction of steps with linear warm-up, then cosine decay to 0
+    min_lr_frac: float = 0.05  # cosine floor as a fraction of lr
+
+
+@dataclass
+class TrainerConfig:
+    """Passed to lightning.Trainer; DDP / multi-node runs set strategy, devices, num_nodes."""
+    max_epochs: int = 8
+    accelerator: str = "auto"  # "cpu", "gpu", "auto"
+    devices: int | str = 1  # e.g. 8 or "auto"
+    num_nodes: int = 1  # multi-node: set with strategy "ddp" and the cluster's launcher
+    strategy: str = "auto"  # "ddp", "ddp_find_unused_parameters_true", "fsdp", ...
+    precision: str = "32-true"  # "bf16-mixed" on a GPU
+    gradient_clip_val: float = 1.0
+    log_every_n_steps: int = 10
+    check_val_every_n_epoch: int = 1
+    limit_train_batches: float = 1.0  # a float fraction or an int count (tests)
+    enable_progress_bar: bool = True
+
+
+@dataclass
+class EvalConfig:
+    """The held-out protocol run at the end of training (python -m eval, adapter crossview)."""
+    enabled: bool = True
+    split: str = "test"
+    settings: list[str] = field(default_factory=lambda: ["+0", "+1", "+2", "+3", "-1", "all"])
+    seed: int = 0
+    val_settings: list[str] = field(default_factory=lambda: ["+0", "+2", "-1"])  # per-epoch val
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 0  # seeds data order, augmentation and initialisation
+    run_name: str = ""  # checkpoints/<run_name>; empty: derived from the config name and time
+    out_dir: str = "checkpoints"
+    init_from: str | None = None  # checkpoint to start from (fine-tuning); weights only
+    freeze: list[str] = field(default_factory=list)  # parameter-name prefixes kept fixed
+    data: DataConfig = field(default_factory=DataConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+
+
+def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """The run config: defaults, then the YAML file, then ``key=value`` overrides."""
+    return load_config(TrainConfig, path, overrides)

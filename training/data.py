@@ -1,0 +1,219 @@
+"""From benchmark samples to padded model batches over cached features.
+
+A *view set* is one sample seen through an ordered list of its views. Training draws view
+sets with augmentation (extra views added, a necessary view sometimes dropped, order
+shuffled); evaluation uses the protocol's settings. Every random choice is a function of
+(seed, epoch, index), so a resumed run draws exactly what an uninterrupted one would.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch.utils.data import Dataset, Sampler
+
+from bench.format import Benchmark, Sample
+from training.config import AugmentConfig
+from training.features import FeatureTable
+
+
+@dataclass(frozen=True)
+class ViewSet:
+    """One model input: a sample under an ordered list of view ids."""
+    sample_index: int
+    view_ids: tuple[str, ...]
+    setting: str = "train"  # protocol setting name, or "train"
+    answer_valid: bool = True  # False when augmentation removed a view the answer needs
+
+
+def _label_id(label: str) -> int:
+    """Mark label "3" -> 3; labels that are not small integers map to 0 (unknown)."""
+    try:
+        value = int(label)
+    except ValueError:
+        return 0
+    return value if 0 < value < 64 else 0
+
+
+def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTable,
+               text: dict[str, Any]) -> dict[str, Any]:
+    """Unpadded tensors of one view set (the per-sample text is tokenised once, outside)."""
+    views = [sample.view(v) for v in view_set.view_ids]
+    n_v, n_t = len(views), max(len(v.frames) for v in views)
+    marks_by_vt: dict[tuple[str, float], list] = {}
+    for mark in sample.marks:
+        marks_by_vt.setdefault((mark.view_id, mark.t), []).append(mark)
+    n_m = max([len(marks_by_vt.get((v.view_id, f.t), [])) for v in views for f in v.frames] + [1])
+    rows = torch.full((n_v, n_t), -1, dtype=torch.long)
+    times = torch.zeros(n_v, n_t)
+    K = torch.eye(3).repeat(n_v, 1, 1)
+    R = torch.eye(3).repeat(n_v, 1, 1)
+    t = torch.zeros(n_v, 3)
+    hw = torch.zeros(n_v, 2)
+    has_cam = torch.zeros(n_v, dtype=torch.bool)
+    boxes = torch.zeros(n_v, n_t, n_m, 4)
+    labels = torch.zeros(n_v, n_t, n_m, dtype=torch.long)
+    entity = torch.full((n_v, n_t, n_m), -1, dtype=torch.long)
+    mark_mask = torch.zeros(n_v, n_t, n_m, dtype=torch.bool)
+    ev = torch.zeros(n_v, n_t)
+    ent_ev = torch.zeros(n_v, n_t, n_m)
+    spans = sample.evidence
+    for i, view in enumerate(views):
+        for j, frame in enumerate(view.frames):
+            path = str((root / frame.image).resolve())
+            rows[i, j] = table.index[path]
+            times[i, j] = frame.t - view.frames[0].t
+            hits = [s for s in spans if s.view_id == view.view_id and s.t_start - 1e-6 <= frame.t <= s.t_end + 1e-6]
+            ev[i, j] = 1.0 if hits else 0.0
+            wanted = {e for s in hits for e in s.entities}
+            for k, mark in enumerate(marks_by_vt.get((view.view_id, frame.t), [])):
+                boxes[i, j, k] = torch.tensor(mark.box)
+                labels[i, j, k] = _label_id(mark.label)
+                entity[i, j, k] = mark.entity
+                mark_mask[i, j, k] = True
+                ent_ev[i, j, k] = 1.0 if mark.entity in wanted else 0.0
+        first = str((root / view.frames[0].image).resolve())
+        if view.camera is not None:
+            cam = view.camera
+            K[i], R[i], t[i] = torch.tensor(cam.K), torch.tensor(cam.R), torch.tensor(cam.t)
+            hw[i] = torch.tensor([cam.height, cam.width], dtype=torch.float)
+            has_cam[i] = True
+        else:
+            hw[i] = torch.tensor(table.sizes[first], dtype=torch.float)
+    return {
+        "rows": rows, "frame_time": times, "camera_K": K, "camera_R": R, "camera_t": t,
+        "image_hw": hw, "has_camera": has_cam, "mark_boxes": boxes, "mark_label": labels,
+        "mark_entity": entity, "mark_mask": mark_mask, "evidence_target": ev,
+        "entity_evidence_target": ent_ev, "evidence_valid": torch.tensor(bool(spans)),
+        "prompt_ids": text["prompt_ids"], "option_ids": text["option_ids"],
+        "answer": torch.tensor(sample.answer_index), "answer_valid": torch.tensor(view_set.answer_valid),
+        "n_options": len(sample.options), "sample_index": view_set.sample_index, "setting": view_set.setting,
+    }
+
+
+def _pad(tensors: Sequence[torch.Tensor], value: float | int | bool = 0) -> torch.Tensor:
+    """Stack tensors of equal rank, padding every dimension to the max with ``value``."""
+    shape = [max(s) for s in zip(*(x.shape for x in tensors))]
+    out = torch.full((len(tensors), *shape), value, dtype=tensors[0].dtype)
+    for i, x in enumerate(tensors):
+        out[(i, *(slice(0, n) for n in x.shape))] = x
+    return out
+
+
+def collate(items: list[dict[str, Any]], table: FeatureTable, pad_id: int) -> dict[str, Any]:
+    """Pad view sets into one batch and gather their cached features (model contract)."""
+    batch: dict[str, Any] = {}
+    rows = _pad([it["rows"] for it in items], -1)  # (B, V, T)
+    batch["frame_mask"] = rows >= 0
+    batch["view_mask"] = batch["frame_mask"].any(-1)
+    gather = rows.clamp(min=0)
+    batch["patch_tokens"] = table.patch_tokens[gather].float() * batch["frame_mask"][..., None, None]
+    batch["pooled"] = table.pooled[gather].float() * batch["frame_mask"][..., None]
+    for key in ("frame_time", "camera_t", "image_hw", "has_camera", "mark_boxes", "mark_label",
+                "mark_mask", "evidence_target", "entity_evidence_target"):
+        batch[key] = _pad([it[key] for it in items])
+    eye = torch.eye(3)
+    for key in ("camera_K", "camera_R"):  # pad with identity so padded views stay well-defined
+        mats = _pad([it[key] for it in items])
+        pad_views = ~batch["view_mask"]
+        mats[pad_views] = eye
+        batch[key] = mats
+    batch["image_hw"][~batch["view_mask"]] = 1.0
+    batch["mark_entity"] = _pad([it["mark_entity"] for it in items], -1)
+    prompts = [it["prompt_ids"] for it in items]
+    batch["prompt_ids"] = _pad(prompts, pad_id)
+    batch["prompt_mask"] = _pad([torch.ones(len(p), dtype=torch.bool) for p in prompts], False)
+    options = [opt for it in items for opt in it["option_ids"]]
+    n_opt = max(len(it["option_ids"]) for it in items)
+    len_opt = max(len(o) for o in options)
+    option_ids = torch.full((len(items), n_opt, len_opt), pad_id, dtype=torch.long)
+    option_mask = torch.zeros(len(items), n_opt, len_opt, dtype=torch.bool)
+    for i, it in enumerate(items):
+        for j, ids in enumerate(it["option_ids"]):
+            option_ids[i, j, :len(ids)] = ids
+            option_mask[i, j, :len(ids)] = True
+    batch["option_ids"], batch["option_mask"] = option_ids, option_mask
+    batch["option_valid"] = option_mask.any(-1)
+    batch["answer"] = torch.stack([it["answer"] for it in items])
+    batch["answer_valid"] = torch.stack([it["answer_valid"] for it in items])
+    batch["evidence_valid"] = torch.stack([it["evidence_valid"] for it in items])
+    batch["sample_index"] = torch.tensor([it["sample_index"] for it in items])
+    batch["setting"] = [it["setting"] for it in items]
+    return batch
+
+
+class ViewSetDataset(Dataset):
+    """View sets of one benchmark split over a feature table.
+
+    Args:
+        bench: the split.
+        table: cached features of every image of the split.
+        tokenizer: turns (question, options) into {"prompt_ids", "option_ids"} (training/text.py).
+        view_sets: fixed view sets (evaluation); None draws one augmented set per sample (training).
+        augment: augmentation settings, used when view_sets is None.
+        seed: seeds the augmentation together with the epoch and index.
+    """
+
+    def __init__(self, bench: Benchmark, table: FeatureTable, tokenizer, view_sets: list[ViewSet] | None = None,
+                 augment: AugmentConfig | None = None, seed: int = 0):
+        self.bench, self.table, self.seed = bench, table, seed
+        self.view_sets, self.augment = view_sets, augment or AugmentConfig()
+        self.epoch = 0
+        self._text = {}
+        for s in bench.samples:
+            self._text[s.id] = tokenizer.encode(s.question, s.options)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.view_sets) if self.view_sets is not None else len(self.bench.samples)
+
+    def draw(self, index: int) -> ViewSet:
+        """The augmented view set of sample ``index`` in the current epoch."""
+        sample = self.bench.samples[index]
+        rng = random.Random(f"{self.seed}/{self.epoch}/{index}")
+        aug = self.augment
+        views = list(sample.gt_views)
+        valid = True
+        if sample.subset == "MVN" and len(views) >= 2 and rng.random() < aug.p_drop:
+            views.pop(rng.randrange(len(views)))
+            valid = False
+        pool = [v.view_id for v in sample.views if v.view_id not in sample.gt_views]
+        if pool and aug.max_extra > 0 and rng.random() < aug.p_extra:
+            k = rng.randint(1, min(aug.max_extra, len(pool)))
+            views += rng.sample(pool, k)
+        if aug.shuffle_views:
+            rng.shuffle(views)
+        return ViewSet(index, tuple(views), "train", valid)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        view_set = self.view_sets[index] if self.view_sets is not None else self.draw(index)
+        sample = self.bench.samples[view_set.sample_index]
+        return build_item(sample, view_set, self.bench.root, self.table, self._text[sample.id])
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A permutation that depends only on (seed, epoch): resuming mid-run replays it exactly.
+
+    Lightning calls ``set_epoch`` on the sampler before every epoch; it is passed on to the
+    dataset so the augmentation draws depend on the epoch too.
+    """
+
+    def __init__(self, dataset: ViewSetDataset, seed: int):
+        self.dataset, self.n, self.seed, self.epoch = dataset, len(dataset), seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.dataset.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        order = list(range(self.n))
+        random.Random(f"sampler/{self.seed}/{self.epoch}").shuffle(order)
+        return iter(order)

@@ -1,0 +1,81 @@
+"""The training objective as one module with named, weighted terms (DETR SetCriterion style)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from training.config import LossConfig
+
+
+class CrossViewCriterion(nn.Module):
+    """answer CE + evidence BCE + per-mark evidence BCE (+ identity consistency).
+
+    ``forward(outputs, batch)`` returns ``{"loss": total, "loss_answer": ..., ...}``; each
+    term is averaged over the positions it is defined on, so an all-masked term is 0, not NaN.
+    """
+
+    def __init__(self, cfg: LossConfig):
+        super().__init__()
+        self.weights = {"answer": cfg.answer, "evidence": cfg.evidence,
+                        "entity_evidence": cfg.entity_evidence, "identity": cfg.identity}
+
+    @staticmethod
+    def loss_answer(out: dict, batch: dict) -> torch.Tensor:
+        valid = batch["answer_valid"]
+        if not valid.any():
+            return out["option_logits"].sum() * 0.0
+        return F.cross_entropy(out["option_logits"][valid], batch["answer"][valid])
+
+    @staticmethod
+    def _masked_bce(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if not mask.any():
+            return logits.sum() * 0.0
+        return F.binary_cross_entropy_with_logits(logits[mask], target[mask])
+
+    def loss_evidence(self, out: dict, batch: dict) -> torch.Tensor:
+        mask = batch["frame_mask"] & batch["evidence_valid"][:, None, None]
+        return self._masked_bce(out["evidence_logits"], batch["evidence_target"], mask)
+
+    def loss_entity_evidence(self, out: dict, batch: dict) -> torch.Tensor:
+        mask = batch["mark_mask"] & batch["evidence_valid"][:, None, None, None]
+        return self._masked_bce(out["entity_evidence_logits"], batch["entity_evidence_target"], mask)
+
+    @staticmethod
+    def loss_identity(out: dict, batch: dict, temperature: float = 0.1) -> torch.Tensor:
+        """Supervised contrastive loss: marks of the same scene entity (in other views) are
+        positives, other marks of the sample negatives. Uses ground-truth entity ids, which
+        the model never sees as input."""
+        emb = out.get("entity_identity")
+        if emb is None:
+            return out["option_logits"].sum() * 0.0
+        total, count = emb.sum() * 0.0, 0
+        for b in range(emb.shape[0]):
+            mask = batch["mark_mask"][b]
+            z = F.normalize(emb[b][mask], dim=-1)  # (N, D)
+            ids = batch["mark_entity"][b][mask]
+            if len(ids) < 2:
+                continue
+            sim = z @ z.t() / temperature
+            eye = torch.eye(len(ids), dtype=torch.bool, device=z.device)
+            pos = (ids[:, None] == ids[None, :]) & ~eye
+            has_pos = pos.any(1)
+            if not has_pos.any():
+                continue
+            log_prob = sim.masked_fill(eye, -1e4).log_softmax(-1)
+            per_anchor = -(log_prob * pos).sum(1) / pos.sum(1).clamp(min=1)
+            total = total + per_anchor[has_pos].sum()
+            count += int(has_pos.sum())
+        return total / max(count, 1)
+
+    def forward(self, out: dict, batch: dict) -> dict[str, torch.Tensor]:
+        terms = {
+            "answer": self.loss_answer(out, batch),
+            "evidence": self.loss_evidence(out, batch),
+            "entity_evidence": self.loss_entity_evidence(out, batch),
+        }
+        if self.weights["identity"] > 0:
+            terms["identity"] = self.loss_identity(out, batch)
+        losses = {f"loss_{k}": v for k, v in terms.items()}
+        losses["loss"] = sum(self.weights[k] * v for k, v in terms.items())
+        return losses

@@ -1,0 +1,157 @@
+"""``train(cfg) -> metrics``: the whole ``python train.py`` job as a function tests can call.
+
+benchmark (generated if missing) -> feature cache -> Lightning fit -> held-out protocol run
+through the evaluator (adapter ``crossview``) -> checkpoints/<run>/ with the report.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
+
+from bench.config import save_config, to_dict
+from training.checkpoint import CheckpointError, architecture_differences, checkpoint_config, init_weights_from, read_checkpoint
+from training.config import TrainConfig
+from training.datamodule import CrossViewDataModule
+from training.features import FeatureCache
+from training.module import CrossViewModule
+
+log = logging.getLogger(__name__)
+SPLITS = ("train", "val", "test")
+
+
+def ensure_benchmark(cfg: TrainConfig) -> Path:
+    """The benchmark folder; generated from ``data.generate_config`` when a split is missing."""
+    root = Path(cfg.data.bench_dir)
+    if all((root / s / "benchmark.json").is_file() or (root / s / "benchmark.jsonl").is_file() for s in SPLITS):
+        return root
+    if not cfg.data.generate_config:
+        raise FileNotFoundError(f"{root} lacks a train/val/test split and data.generate_config is empty")
+    from bench.__main__ import main as bench_main
+    print(f"[train] generating the synthetic benchmark into {root} ({cfg.data.generate_config}) ...", flush=True)
+    status = bench_main(["generate", "--config", cfg.data.generate_config, "--out", str(root)])
+    if status:
+        raise RuntimeError(f"benchmark generation failed with exit code {status}")
+    return root
+
+
+class EpochSeed(Callback):
+    """Reseed torch at every epoch start, so dropout after a resume matches an unbroken run."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        torch.manual_seed(self.seed * 1000 + trainer.current_epoch)
+
+
+def run_dir_for(cfg: TrainConfig, config_name: str) -> Path:
+    name = cfg.run_name or f"{config_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path(cfg.out_dir) / name
+
+
+def latest_run(out_dir: str | Path, config_name: str) -> Path | None:
+    """The newest run folder of this config that has a last.ckpt (for ``--resume``)."""
+    runs = [p for p in Path(out_dir).glob(f"{config_name}-*") if (p / "last.ckpt").is_file()]
+    return max(runs, key=lambda p: (p / "last.ckpt").stat().st_mtime) if runs else None
+
+
+def build_components(cfg: TrainConfig):
+    """Backbone feature cache and tokenizer for a config."""
+    from model.backbone import build_backbone
+    from training.text import build_tokenizer
+    backbone = build_backbone(cfg.model.backbone)
+    if backbone.patch_dim != cfg.model.patch_dim or backbone.pooled_dim != cfg.model.pooled_dim:
+        raise ValueError(f"model.patch_dim/pooled_dim ({cfg.model.patch_dim}/{cfg.model.pooled_dim}) must match "
+                         f"the backbone ({backbone.patch_dim}/{backbone.pooled_dim})")
+    return FeatureCache(cfg.data.cache_dir, backbone), build_tokenizer(cfg.model)
+
+
+def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig, out_dir: Path) -> dict:
+    """The full protocol on the held-out split through the evaluator's ``crossview`` adapter."""
+    from eval.adapters.crossview import CrossViewAdapter
+    from eval.runner import evaluate
+    adapter = CrossViewAdapter.from_loaded(module, cache, tokenizer, device=str(module.device))
+    bench = Path(cfg.data.bench_dir) / cfg.eval.split
+    return evaluate(bench, adapter, out_dir, settings=list(cfg.eval.settings), seed=cfg.eval.seed,
+                    batch_size=cfg.data.eval_batch_size)
+
+
+def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | None = None) -> dict:
+    """Train, evaluate, write the run folder; returns the evaluator's summary (metrics.json).
+
+    Args:
+        cfg: the resolved run config.
+        config_name: names the run folder (``<config_name>-<time>`` unless cfg.run_name is set).
+        resume: a run folder (or its last.ckpt) to continue; its architecture must match cfg.
+    """
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    ckpt_path = None
+    if resume is not None:
+        resume = Path(resume)
+        ckpt_path = resume if resume.is_file() else resume / "last.ckpt"
+        diffs = architecture_differences(checkpoint_config(read_checkpoint(ckpt_path)), cfg)
+        if diffs:
+            raise CheckpointError(f"refusing to resume {ckpt_path}: the architecture changed:\n  " + "\n  ".join(diffs))
+        run_dir = ckpt_path.parent
+    else:
+        run_dir = run_dir_for(cfg, config_name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    ensure_benchmark(cfg)
+    cache, tokenizer = build_components(cfg)
+    datamodule = CrossViewDataModule(cfg, cache, tokenizer)
+    datamodule.setup("fit")
+    module = CrossViewModule(to_dict(cfg))
+    if cfg.init_from and ckpt_path is None:
+        init_weights_from(module, cfg.init_from)
+        print(f"[train] initialised from {cfg.init_from}", flush=True)
+    t = cfg.trainer
+    checkpoint = ModelCheckpoint(dirpath=run_dir, filename="best", monitor="val/acc", mode="max",
+                                 save_last=True, save_top_k=1, enable_version_counter=False)
+    trainer = L.Trainer(
+        max_epochs=t.max_epochs, accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
+        strategy=t.strategy, precision=t.precision, gradient_clip_val=t.gradient_clip_val,
+        log_every_n_steps=t.log_every_n_steps, check_val_every_n_epoch=t.check_val_every_n_epoch,
+        limit_train_batches=t.limit_train_batches, enable_progress_bar=t.enable_progress_bar,
+        callbacks=[checkpoint, EpochSeed(cfg.seed)], logger=CSVLogger(run_dir, name="logs", version=""),
+        default_root_dir=run_dir, deterministic=False, enable_model_summary=False,
+    )
+    started = time.time()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None)
+    fit_seconds = time.time() - started
+    if not trainer.is_global_zero:
+        return {}
+    metrics: dict = {"fit_seconds": round(fit_seconds, 1), "run_dir": str(run_dir),
+                     "best_val_acc": _float(checkpoint.best_model_score)}
+    if cfg.eval.enabled:
+        best = run_dir / "best.ckpt"
+        if best.is_file():
+            module.load_state_dict(read_checkpoint(best)["state_dict"])
+        summary = evaluate_module(module.eval(), cache, tokenizer, cfg, run_dir / "eval")
+        metrics = {**summary, **metrics}
+        _copy_reports(run_dir / "eval", run_dir)
+    with open(run_dir / "metrics.json", "w") as fh:
+        json.dump(metrics, fh, indent=2)
+    return metrics
+
+
+def _float(value) -> float | None:
+    return None if value is None else round(float(value), 4)
+
+
+def _copy_reports(eval_dir: Path, run_dir: Path) -> None:
+    """report.md and the plots sit at the top of the run folder too."""
+    for path in eval_dir.iterdir():
+        if path.suffix in (".md", ".png"):
+            target = run_dir / path.name
+            tmp = target.with_suffix(target.suffix + f".tmp{os.getpid()}")
+            tmp.write_bytes(path.read_bytes())
+            os.replace(tmp, target)
