@@ -1,0 +1,119 @@
+"""Frozen open_clip image tower returning patch tokens and the pooled embedding.
+
+The backbone is applied once by the feature cache (training/); CrossViewModel consumes
+the cached tensors. Geometry convention shared with model/camera.py: the image is resized
+to image_size x image_size WITHOUT cropping, so patch (i, j) of a gh x gw grid covers
+pixels [j/gw*W, (j+1)/gw*W) x [i/gh*H, (i+1)/gh*H) of the original W x H image.
+"""
+from __future__ import annotations
+
+import hashlib
+import warnings
+from typing import Dict
+
+import open_clip
+import torch
+import torch.nn.functional as F
+from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
+from torch import nn
+
+from model.config import BackboneConfig
+
+
+class FrozenClipBackbone(nn.Module):
+    """Wraps a locked open_clip VisionTransformer.
+
+    Args:
+        visual: an open_clip VisionTransformer (already locked: no parameter requires grad).
+        cfg: the BackboneConfig it was built from (layer choice, pooling, identity).
+    """
+
+    def __init__(self, visual: nn.Module, cfg: BackboneConfig):
+        super().__init__()
+        self.visual = visual
+        self.cfg = cfg
+        self.num_blocks = len(visual.transformer.resblocks)
+        self.patch_dim = visual.transformer.width
+        self.pooled_dim = visual.output_dim
+        self.identity = backbone_identity(visual, cfg)
+        self.eval()
+
+    def train(self, mode: bool = True) -> "FrozenClipBackbone":
+        # Frozen means frozen: dropout / norm statistics never switch to training behaviour,
+        # even when a parent module calls .train().
+        return super().train(False)
+
+    @property
+    def grid_size(self) -> tuple:
+        """(gh, gw) of the returned patch grid."""
+        side = self.cfg.image_size // self.visual.patch_size[0]
+        if self.cfg.pool_grid:
+            side = min(side, self.cfg.pool_grid)
+        return side, side
+
+    @torch.no_grad()
+    def forward(self, images: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """Encode preprocessed images.
+
+        Args:
+            images: (N, 3, S, S) float, resized to S = cfg.image_size and normalised with
+                cfg.mean / cfg.std (see `preprocess_constants`).
+        Returns:
+            "patch_tokens": (N, P, C) with P = gh * gw in row-major grid order, C = patch_dim.
+            "pooled": (N, E) the tower's pooled (projected) embedding, E = pooled_dim.
+        """
+        layer = self.cfg.patch_layer % self.num_blocks
+        out = self.visual.forward_intermediates(
+            images, indices=[layer], normalize_intermediates=self.cfg.normalize_patches,
+            output_fmt="NCHW",
+        )
+        grid = out["image_intermediates"][0]  # (N, C, gh, gw)
+        if self.cfg.pool_grid and self.cfg.pool_grid < grid.shape[-1]:
+            grid = F.adaptive_avg_pool2d(grid, self.cfg.pool_grid)
+        return {"patch_tokens": grid.flatten(2).transpose(1, 2), "pooled": out["image_features"]}
+
+
+def preprocess_constants(cfg: BackboneConfig) -> Dict[str, object]:
+    """What the feature cache needs to prepare images: resize (no crop) then normalise."""
+    return {"image_size": cfg.image_size, "mean": tuple(cfg.mean), "std": tuple(cfg.std),
+            "resize": "squash"}
+
+
+def backbone_identity(visual: nn.Module, cfg: BackboneConfig) -> str:
+    """A string that changes whenever cached features would: architecture, weights, size, layer."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(visual.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+    pool = f"-pool{cfg.pool_grid}" if cfg.pool_grid else ""
+    norm = "-ln" if cfg.normalize_patches else ""
+    return (f"{cfg.arch}-{digest.hexdigest()[:16]}-{cfg.image_size}px"
+            f"-layer{cfg.patch_layer}{norm}{pool}")
+
+
+def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
+    """Create the open_clip tower named by cfg, load weights if any, lock it.
+
+    With cfg.pretrained None the tower is randomly initialised (seeded by cfg.init_seed) and a
+    warning says so: its features carry no semantics, only what random projections keep.
+    """
+    if cfg.pretrained is None:
+        warnings.warn(
+            f"backbone {cfg.arch!r} has NO pretrained weights (pretrained=None): features come "
+            "from a randomly initialised ViT and are untrained. Set backbone.pretrained to an "
+            "open_clip tag or a local checkpoint path for real CLIP features.",
+            stacklevel=2,
+        )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.init_seed)
+        if cfg.vision_cfg is not None:
+            vision = CLIPVisionCfg(**cfg.vision_cfg)
+            text = CLIPTextCfg(context_length=8, vocab_size=16, width=8, heads=1, layers=1)
+            clip = CLIP(embed_dim=cfg.embed_dim or vision.width, vision_cfg=vision, text_cfg=text)
+        else:
+            clip = open_clip.create_model(
+                cfg.arch, pretrained=cfg.pretrained, force_image_size=cfg.image_size,
+                load_weights=cfg.pretrained is not None,
+            )
+    clip.lock_image_tower()
+    return FrozenClipBackbone(clip.visual, cfg)

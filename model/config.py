@@ -1,0 +1,163 @@
+"""Typed configuration of the cross-view model: one dataclass per component.
+
+`ModelConfig` aggregates them and carries the ablation switches. `model_config_from_dict`
+is the one place where plain dicts (from YAML) become typed configs; an unknown key is an
+error, so a typo in an override never silently does nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+@dataclass
+class BackboneConfig:
+    """Frozen open_clip image tower; applied by the feature cache, not by CrossViewModel.
+
+    Default ViT-S-32 at 320 px, chosen by measurement on the 2-core dev machine (random
+    weights, batch 16): ViT-S-32@224 67 img/s (7x7 grid: a 32-px cell is wider than most
+    people in a 224-px synthetic frame, so neighbours share cells), ViT-S-16@224 17 img/s
+    (14x14, too slow to cache thousands of frames), ViT-S-32@320 32 img/s and
+    ViT-S-16@160 34 img/s (both 10x10, one cell = 22 px of the 224-px image). ViT-S-32@320
+    keeps every source pixel (upsampling) where S-16@160 throws pixels away, at equal cost.
+    """
+
+    arch: str = "ViT-S-32"  # open_clip model name (a label only when vision_cfg is given)
+    vision_cfg: Optional[dict] = None  # custom open_clip CLIPVisionCfg dict (tests), random init
+    embed_dim: int = 0  # pooled width for a custom vision_cfg (0: vision width)
+    pretrained: Optional[str] = None  # open_clip tag, local checkpoint path, or None (random, warns)
+    image_size: int = 320  # square input side; images are resized (no crop) to it
+    patch_layer: int = -2  # block whose tokens are returned; penultimate is more local (LLaVA)
+    normalize_patches: bool = True  # apply the tower's final LayerNorm to the patch tokens
+    pool_grid: Optional[int] = None  # adaptive-average-pool the patch grid to g x g (smaller cache)
+    init_seed: int = 0  # seed for random init, so un-pretrained features are reproducible
+    mean: tuple = OPENAI_CLIP_MEAN  # per-channel normalisation the tower expects
+    std: tuple = OPENAI_CLIP_STD  # per-channel normalisation the tower expects
+
+
+@dataclass
+class CameraConfig:
+    """Camera-aware embedding of patches, views and entities (Pluecker rays + floor points)."""
+
+    enabled: bool = True  # off: no ray embedding, no geometric entity bias (ablation)
+    world_scale: float = 1.0  # metres per canonical unit; floor points are divided by it
+    floor_clip: float = 8.0  # clamp floor (x, y) to +-this (canonical units): grazing rays
+    hidden: int = 128  # hidden width of the ray MLP
+
+
+@dataclass
+class EntityConfig:
+    """Entity tokens from mark boxes and the cross-view entity attention over them."""
+
+    attention: bool = True  # off: no geometric entity transformer, no scene slots (ablation)
+    roi_size: int = 2  # RoIAlign output side; 2x2 separates shirt (top) from trousers (bottom)
+    max_label: int = 15  # largest mark label drawn on images
+    label_token_ids: Optional[list] = None  # LM token id of each label "1".."max_label"; ties
+    #   the label embedding to the word the question uses (faster to learn); None: free embedding
+    layers: int = 2  # entity transformer blocks
+    num_slots: int = 8  # learned scene-entity queries (>= people in a scene)
+    slot_layers: int = 1  # cross-attention layers of the scene slots
+    identity_dim: int = 64  # width of the L2-normalised identity embedding output
+
+
+@dataclass
+class FusionConfig:
+    """Fusion transformer over question tokens, entity slots/tokens and view tokens."""
+
+    enabled: bool = True  # off: prefix = masked mean of frame tokens ("bag of frames" ablation)
+    layers: int = 2  # timm ViT blocks
+    max_question_len: int = 256  # size of the question position table
+    prefix_tokens: int = 8  # learned set-invariant prefix slots handed to the LM
+    prefix_layers: int = 2  # cross-attention layers of the prefix slots
+    prefix_reads_patches: bool = True  # prefix slots also read every patch token (fine detail)
+
+
+@dataclass
+class EvidenceConfig:
+    """Relevance per (view, frame) and per entity token."""
+
+    gating: bool = True  # relevance gates (attention bias) what the prefix slots read
+
+
+@dataclass
+class LanguageHeadConfig:
+    """Causal LM scoring each option's text after [prefix | prompt]."""
+
+    vocab_size: int = 49408  # open_clip SimpleTokenizer vocabulary (training/text.py)
+    pad_id: int = 0  # id used for padding (never scored)
+    layers: int = 2  # GPT-2 blocks (random init; ignored when a pretrained LM is passed in)
+    heads: int = 4  # GPT-2 attention heads
+    width: int = 0  # GPT-2 width; 0 = d_model (shares the width, no projection loss)
+    max_positions: int = 512  # GPT-2 position table: prefix + prompt + option
+    length_norm: bool = True  # score = mean (not sum) token log-prob of the option text
+    freeze_lm: bool = False  # freeze a pretrained LM passed to build_model
+
+
+@dataclass
+class ModelConfig:
+    """The whole cross-view model. Feature widths must match the cached backbone features."""
+
+    d_model: int = 128  # width of every internal token
+    heads: int = 4  # attention heads of internal blocks
+    mlp_ratio: float = 2.0  # MLP hidden / d_model in internal blocks
+    dropout: float = 0.1  # dropout in projections and blocks (0 in eval)
+    patch_dim: int = 384  # width C of cached patch tokens (ViT-S: 384)
+    pooled_dim: int = 384  # width of the cached pooled embedding (ViT-S: 384)
+    time_scale: float = 10.0  # longest period (s) of the sinusoidal time features
+    backbone: BackboneConfig = field(default_factory=BackboneConfig)
+    camera: CameraConfig = field(default_factory=CameraConfig)
+    entity: EntityConfig = field(default_factory=EntityConfig)
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
+    lm: LanguageHeadConfig = field(default_factory=LanguageHeadConfig)
+
+    @property
+    def lm_width(self) -> int:
+        return self.lm.width or self.d_model
+
+
+def tiny_backbone_config() -> BackboneConfig:
+    """A 2-block, 16-wide ViT on 32-px images (4x4 grid of 8-px patches) for tests."""
+    return BackboneConfig(
+        arch="tiny-vit", image_size=32, embed_dim=16,
+        vision_cfg=dict(image_size=32, patch_size=8, width=16, layers=2, head_width=8),
+    )
+
+
+def tiny_model_config(**overrides: Any) -> ModelConfig:
+    """A model small enough for unit tests (seconds on CPU); `overrides` are top-level fields."""
+    cfg = ModelConfig(
+        d_model=32, heads=2, dropout=0.0, patch_dim=16, pooled_dim=16,
+        backbone=tiny_backbone_config(),
+        camera=CameraConfig(hidden=32),
+        entity=EntityConfig(layers=1, num_slots=4, identity_dim=16),
+        fusion=FusionConfig(layers=1, prefix_tokens=4, prefix_layers=1, max_question_len=64),
+        lm=LanguageHeadConfig(vocab_size=64, layers=1, heads=2, max_positions=128),
+    )
+    return dataclasses.replace(cfg, **overrides)
+
+
+def _from_dict(cls: type, values: dict, where: str) -> Any:
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise KeyError(f"unknown key(s) {unknown} in {where}; known: {sorted(known)}")
+    kwargs = {}
+    for name, value in values.items():
+        default = getattr(cls(), name)
+        if dataclasses.is_dataclass(default):
+            kwargs[name] = _from_dict(type(default), value or {}, f"{where}.{name}")
+        elif isinstance(default, tuple) and isinstance(value, list):
+            kwargs[name] = tuple(value)
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)
+
+
+def model_config_from_dict(values: dict) -> ModelConfig:
+    """Build a ModelConfig from nested plain dicts (e.g. YAML); unknown keys raise KeyError."""
+    return _from_dict(ModelConfig, values, "model")

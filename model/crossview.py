@@ -1,0 +1,189 @@
+"""CrossViewModel: cached backbone features of a set of views -> option scores.
+
+views -> ViewEncoder (patch + camera + time tokens, one token per frame)
+marks -> EntityTokenizer -> EntityAttention (geometry-biased, scene slots)     [switch]
+[question | frames | entities | slots] -> FusionTransformer                    [switch]
+fused frames / entities -> EvidenceHead -> gate on what the prefix reads        [switch]
+learned prefix slots read the fused set -> LanguageHead scores option texts
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+
+from model.config import ModelConfig
+from model.entities import EntityTokenizer
+from model.entity_attention import EntityAttention
+from model.evidence import EvidenceHead, gate_bias
+from model.fusion import BagOfFramesPrefix, FusionTransformer, PrefixReader
+from model.language_head import LanguageHead, build_gpt2
+from model.view_encoder import ViewEncoder
+
+
+class CrossViewModel(nn.Module):
+    """The cross-view reasoning model over cached features (see model/README.md).
+
+    Args:
+        cfg: the ModelConfig the parts were built from (kept for checkpoints).
+        view_encoder, entity_tokenizer, evidence, language_head: always present.
+        entity_attention: None when cfg.entity.attention is off.
+        fusion, prefix: FusionTransformer + PrefixReader, or None + BagOfFramesPrefix.
+        token_proj: LM embedding width -> d_model for question tokens / tied labels, or None.
+    """
+
+    def __init__(self, cfg: ModelConfig, view_encoder: ViewEncoder,
+                 entity_tokenizer: EntityTokenizer, entity_attention: Optional[EntityAttention],
+                 fusion: Optional[FusionTransformer], prefix: nn.Module,
+                 evidence: EvidenceHead, language_head: LanguageHead,
+                 token_proj: Optional[nn.Module]):
+        super().__init__()
+        self.cfg = cfg
+        self.view_encoder = view_encoder
+        self.entity_tokenizer = entity_tokenizer
+        self.entity_attention = entity_attention
+        self.fusion = fusion
+        self.prefix = prefix
+        self.evidence = evidence
+        self.language_head = language_head
+        self.token_proj = token_proj
+        self.identity = nn.Linear(cfg.d_model, cfg.entity.identity_dim)
+        ids = cfg.entity.label_token_ids
+        self.register_buffer("label_token_ids",
+                             torch.tensor([0] + list(ids), dtype=torch.long) if ids else None,
+                             persistent=False)
+
+    def label_prior(self) -> Optional[torch.Tensor]:
+        """(max_label + 1, D) projected LM embeddings of the label words, row 0 zero."""
+        if self.label_token_ids is None:
+            return None
+        prior = self.token_proj(self.language_head.embed(self.label_token_ids))
+        return prior * (torch.arange(len(prior), device=prior.device) > 0).unsqueeze(-1)
+
+    def forward(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Score every option of every sample.
+
+        Args (batch keys; B samples, V views, T frames, P patches, C width, M marks,
+        L prompt tokens, O options, Lo option tokens):
+            patch_tokens (B, V, T, P, C) float; pooled (B, V, T, C') float;
+            frame_mask (B, V, T) bool; view_mask (B, V) bool; frame_time (B, V, T) float s;
+            camera_K (B, V, 3, 3); camera_R (B, V, 3, 3); camera_t (B, V, 3);
+            image_hw (B, V, 2) (height, width); has_camera (B, V) bool;
+            mark_boxes (B, V, T, M, 4) pixel x0 y0 x1 y1; mark_label (B, V, T, M) long;
+            mark_mask (B, V, T, M) bool;
+            prompt_ids, prompt_mask (B, L); option_ids, option_mask (B, O, Lo);
+            option_valid (B, O) bool.
+        Returns:
+            option_logits (B, O): mean option-text log-likelihood; -1e4 for invalid options.
+            option_token_logprobs (B, O, Lo): per-token log-probs, 0 at padding.
+            evidence_logits (B, V, T): relevance of each frame; -1e4 at padding.
+            entity_evidence_logits (B, V, T, M): relevance of each mark; -1e4 at padding.
+            entity_token_index (B, N, 3) long: (v, t, m) of entity token n, N = V * T * M.
+            entity_token_mask (B, N) bool: real mark in a real frame of a real view.
+            entity_embed (B, N, E): L2-normalised identity embedding (0 at padding), for a
+                contrastive identity loss (same person across views/frames = similar).
+            entity_floor_xy (B, N, 2), entity_floor_ok (B, N): canonical feet floor point.
+            entity_assign_logits, entity_attn (B, N, S): token-to-scene-slot logits and
+                softmax (rows 0 at padding). Only when entity attention is on.
+            prefix (B, K, W): the LM prefix embeddings.
+        """
+        cfg = self.cfg
+        views = self.view_encoder(batch)
+        b, v, t, p, d = views["patch"].shape
+        frame_mask = batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+        entities = self.entity_tokenizer(views["patch"], views["grid"], batch, views["offset"],
+                                         self.label_prior())
+        entity_mask = entities["mask"]
+        out: Dict[str, torch.Tensor] = {}
+        slots = None
+        entity_tokens = entities["tokens"]
+        if self.entity_attention is not None:
+            attended = self.entity_attention(entities)
+            entity_tokens, slots = attended["tokens"], attended["slots"]
+            assign = attended["assign_logits"]
+            out["entity_assign_logits"] = assign
+            out["entity_attn"] = assign.softmax(-1) * entity_mask.unsqueeze(-1)
+        out["entity_embed"] = F.normalize(self.identity(entity_tokens), dim=-1) * entity_mask.unsqueeze(-1)
+
+        frames = views["frame"].reshape(b, v * t, d)
+        flat_frame_mask = frame_mask.reshape(b, v * t)
+        groups = {"frame": frames, "entity": entity_tokens}
+        masks = {"frame": flat_frame_mask, "entity": entity_mask}
+        if slots is not None:
+            groups["slot"] = slots
+            masks["slot"] = torch.ones(slots.shape[:2], dtype=torch.bool, device=slots.device)
+        if self.fusion is not None:
+            groups["question"] = self.token_proj(self.language_head.embed(batch["prompt_ids"]))
+            masks["question"] = batch["prompt_mask"]
+            groups = self.fusion(groups, masks)
+
+        evidence = self.evidence(groups["frame"].view(b, v, t, d), frame_mask,
+                                 groups["entity"], entity_mask)
+        gates = {name: None for name in groups}
+        if cfg.evidence.gating:
+            gates["frame"] = gate_bias(evidence["frame"]).reshape(b, v * t)
+            gates["entity"] = gate_bias(evidence["entity"])
+
+        if self.fusion is not None:
+            names = list(groups)
+            memory = [groups[n] for n in names]
+            memory_mask = [masks[n] for n in names]
+            gate = [gates[n] if gates[n] is not None else torch.zeros_like(masks[n], dtype=frames.dtype)
+                    for n in names]
+            if cfg.fusion.prefix_reads_patches:
+                memory.append(views["patch"].reshape(b, v * t * p, d))
+                memory_mask.append(frame_mask.unsqueeze(-1).expand(b, v, t, p).reshape(b, -1))
+                frame_gate = gate[names.index("frame")].view(b, v, t, 1)
+                gate.append(frame_gate.expand(b, v, t, p).reshape(b, -1))
+            prefix = self.prefix(torch.cat(memory, 1), torch.cat(memory_mask, 1), torch.cat(gate, 1))
+        else:
+            names = ["frame", "slot" if slots is not None else "entity"]
+            prefix = self.prefix([groups[n] for n in names], [masks[n] for n in names],
+                                 [gates[n] for n in names])
+
+        out.update(self.language_head(prefix, batch["prompt_ids"], batch["prompt_mask"],
+                                      batch["option_ids"], batch["option_mask"],
+                                      batch["option_valid"]))
+        m = batch["mark_boxes"].shape[3]
+        out.update({
+            "evidence_logits": evidence["frame"],
+            "entity_evidence_logits": evidence["entity"].view(b, v, t, m),
+            "entity_token_index": entities["index"],
+            "entity_token_mask": entity_mask,
+            "entity_floor_xy": entities["floor_xy"],
+            "entity_floor_ok": entities["floor_ok"],
+            "prefix": prefix,
+        })
+        return out
+
+
+def build_model(cfg: ModelConfig, lm: Optional[PreTrainedModel] = None) -> CrossViewModel:
+    """Assemble a CrossViewModel from its config.
+
+    Args:
+        cfg: ModelConfig; its switches decide which parts exist.
+        lm: optional pretrained causal LM (see language_head.load_causal_lm); its width and
+            vocabulary then override cfg.lm.width / vocab_size. Default: a small random GPT-2.
+    """
+    if lm is not None:
+        width = lm.get_input_embeddings().weight.shape[1]
+        cfg = dataclasses.replace(cfg, lm=dataclasses.replace(
+            cfg.lm, width=width, vocab_size=lm.get_input_embeddings().weight.shape[0]))
+    else:
+        lm = build_gpt2(cfg.lm, cfg.lm_width, cfg.dropout)
+    needs_token_proj = cfg.fusion.enabled or bool(cfg.entity.label_token_ids)
+    return CrossViewModel(
+        cfg,
+        view_encoder=ViewEncoder(cfg),
+        entity_tokenizer=EntityTokenizer(cfg),
+        entity_attention=EntityAttention(cfg) if cfg.entity.attention else None,
+        fusion=FusionTransformer(cfg) if cfg.fusion.enabled else None,
+        prefix=PrefixReader(cfg) if cfg.fusion.enabled else BagOfFramesPrefix(cfg),
+        evidence=EvidenceHead(cfg.d_model),
+        language_head=LanguageHead(lm, cfg.lm),
+        token_proj=nn.Linear(cfg.lm_width, cfg.d_model) if needs_token_proj else None,
+    )

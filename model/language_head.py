@@ -1,0 +1,121 @@
+"""Language head: a causal LM reads [visual prefix | prompt] and scores each option.
+
+Scoring = the option TEXT as a continuation, mean token log-likelihood (length-normalised).
+Why text, not the letter: scoring "(B)" asks a small LM trained from scratch to learn a
+pointer ("which option in the prompt is the answer, then emit its letter"), which needs
+many examples; scoring the option's own words ("3", "the person marked 2") ties the visual
+prefix directly to the answer's token embeddings (GPT-2 ties input and output embeddings),
+a one-hop path that learns from a few thousand questions. Mean, not sum: options differ in
+length ("2" vs "None of the above") and a sum would favour short ones. Training applies
+cross-entropy over these scores, so the head is discriminative and no text is parsed.
+Whatever token ids arrive in option_ids are scored, so letter scoring is a tokenizer choice
+(training/text.py), not a model change.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedModel
+
+from model.attention import NEG_INF
+from model.config import LanguageHeadConfig
+
+
+def build_gpt2(cfg: LanguageHeadConfig, width: int, dropout: float) -> GPT2LMHeadModel:
+    """A small randomly initialised GPT-2 on the tokenizer's vocabulary."""
+    config = GPT2Config(
+        vocab_size=cfg.vocab_size, n_positions=cfg.max_positions, n_embd=width,
+        n_layer=cfg.layers, n_head=cfg.heads, resid_pdrop=dropout, embd_pdrop=dropout,
+        attn_pdrop=dropout, bos_token_id=cfg.pad_id, eos_token_id=cfg.pad_id,
+        pad_token_id=cfg.pad_id, tie_word_embeddings=True,
+    )
+    return GPT2LMHeadModel(config)
+
+
+def load_causal_lm(path: str, gguf_file: Optional[str] = None) -> PreTrainedModel:
+    """Load a local pretrained causal LM (a folder, optionally a GGUF file inside it).
+
+    The caller owns the path; nothing is downloaded (set HF_HUB_OFFLINE=1).
+    """
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, gguf_file=gguf_file, local_files_only=True)
+
+
+def left_align(ids: torch.Tensor, mask: torch.Tensor):
+    """Move right-padding to the left so the last prompt token sits at index L - 1.
+
+    ids, mask: (B, L) -> same shapes, each row rolled right by its number of pads.
+    """
+    length = ids.shape[1]
+    pads = length - mask.sum(1, keepdim=True)
+    source = (torch.arange(length, device=ids.device).unsqueeze(0) - pads) % length
+    return ids.gather(1, source), mask.gather(1, source)
+
+
+class LanguageHead(nn.Module):
+    """Wraps a transformers causal LM and scores options by continuation log-likelihood.
+
+    Args:
+        lm: a transformers causal LM (GPT2LMHeadModel from `build_gpt2`, or a pretrained one).
+        cfg: LanguageHeadConfig (length_norm, freeze_lm).
+    """
+
+    def __init__(self, lm: PreTrainedModel, cfg: LanguageHeadConfig):
+        super().__init__()
+        self.lm = lm
+        self.cfg = cfg
+        if cfg.freeze_lm:
+            lm.requires_grad_(False)
+
+    @property
+    def width(self) -> int:
+        return self.lm.get_input_embeddings().weight.shape[1]
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Token ids (...) -> LM input embeddings (..., width)."""
+        return self.lm.get_input_embeddings()(ids)
+
+    def forward(self, prefix: torch.Tensor, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                option_ids: torch.Tensor, option_mask: torch.Tensor,
+                option_valid: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """
+        Args:
+            prefix: (B, K, W) visual prefix embeddings (W = LM width).
+            prompt_ids, prompt_mask: (B, L) right-padded question + options text.
+            option_ids, option_mask: (B, O, Lo) right-padded option continuations.
+            option_valid: (B, O) bool; padded options get NEG_INF.
+        Returns:
+            "option_logits": (B, O) mean (or summed) log-likelihood per option.
+            "option_token_logprobs": (B, O, Lo) per-token log-probs, 0 at padding.
+        """
+        b, k, w = prefix.shape
+        o, lo = option_ids.shape[1:]
+        prompt_ids, prompt_mask = left_align(prompt_ids, prompt_mask)
+        length = prompt_ids.shape[1]
+        context = torch.cat([prefix, self.embed(prompt_ids)], dim=1)  # (B, K + L, W)
+        context_mask = torch.cat([prompt_mask.new_ones(b, k), prompt_mask], dim=1)
+        # One sequence per (sample, option): [prefix | prompt | option]. The context is short
+        # and the LM small, so recomputing it O times is cheaper than a KV-cache dance.
+        embeds = torch.cat([context.unsqueeze(1).expand(b, o, k + length, w),
+                            self.embed(option_ids)], dim=2).reshape(b * o, -1, w)
+        mask = torch.cat([context_mask.unsqueeze(1).expand(b, o, -1), option_mask], dim=2)
+        mask = mask.reshape(b * o, -1)
+        positions = (mask.long().cumsum(1) - 1).clamp_min(0)
+        hidden = self.lm.base_model(inputs_embeds=embeds, attention_mask=mask.long(),
+                                    position_ids=positions).last_hidden_state
+        # Hidden state at (last context token + j) predicts option token j.
+        start = k + length - 1
+        predictors = hidden[:, start:start + lo]  # (B*O, Lo, W)
+        logprobs = F.log_softmax(self.lm.get_output_embeddings()(predictors).float(), dim=-1)
+        token_logprobs = logprobs.gather(-1, option_ids.reshape(b * o, lo, 1)).squeeze(-1)
+        token_logprobs = (token_logprobs * option_mask.reshape(b * o, lo)).view(b, o, lo)
+        total = token_logprobs.sum(-1)
+        count = option_mask.sum(-1).clamp_min(1).to(total.dtype)
+        scores = total / count if self.cfg.length_norm else total
+        valid = option_valid & option_mask.any(-1)
+        return {"option_logits": scores.masked_fill(~valid, NEG_INF),
+                "option_token_logprobs": token_logprobs}

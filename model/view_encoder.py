@@ -1,0 +1,103 @@
+"""Per-view tokens: cached patch features + image position + camera rays + time.
+
+There is deliberately NO view-index embedding: the views of a sample are a set, and an
+index would let the model learn "the answer is in the first view" (order bias).
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional
+
+import torch
+from torch import nn
+
+from model.camera import (RAY_FEATURES, CameraEmbedding, canonical_offset, grid_pixel_centers,
+                          ray_features)
+from model.config import ModelConfig
+
+
+def fourier_features(x: torch.Tensor, num_freqs: int, max_period: float) -> torch.Tensor:
+    """(..., k) -> (..., 2 * k * num_freqs) sin/cos at periods max_period / 2^i."""
+    periods = max_period / (2.0 ** torch.arange(num_freqs, device=x.device, dtype=x.dtype))
+    angles = 2 * math.pi * x.unsqueeze(-1) / periods  # (..., k, F)
+    return torch.cat([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+
+
+class TimeEmbedding(nn.Module):
+    """Seconds since the first frame -> d_model (sinusoids at periods up to `max_period`)."""
+
+    def __init__(self, d_model: int, max_period: float, num_freqs: int = 8):
+        super().__init__()
+        self.num_freqs, self.max_period = num_freqs, max_period
+        self.proj = nn.Linear(2 * num_freqs, d_model)
+
+    def forward(self, seconds: torch.Tensor) -> torch.Tensor:
+        """(...) -> (..., d_model)."""
+        return self.proj(fourier_features(seconds.unsqueeze(-1), self.num_freqs, self.max_period))
+
+
+class ImagePositionEmbedding(nn.Module):
+    """Normalised image-plane coordinates (u, v, ...) in [0, 1] -> d_model.
+
+    Position in the image is a legitimate per-view cue (it does not depend on view order)
+    and the only geometric cue left when a camera is uncalibrated.
+    """
+
+    def __init__(self, d_model: int, in_coords: int = 2, num_freqs: int = 4):
+        super().__init__()
+        self.num_freqs = num_freqs
+        self.proj = nn.Linear(in_coords * (2 * num_freqs + 1), d_model)
+
+    def forward(self, coords: torch.Tensor) -> torch.Tensor:
+        """(..., in_coords) -> (..., d_model)."""
+        feats = torch.cat([coords, fourier_features(coords, self.num_freqs, 2.0)], dim=-1)
+        return self.proj(feats)
+
+
+class ViewEncoder(nn.Module):
+    """Turns cached backbone features of every (view, frame) into d_model tokens.
+
+    Args:
+        cfg: ModelConfig (d_model, feature widths, camera switch, time scale).
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        d = cfg.d_model
+        self.cfg = cfg
+        self.patch_proj = nn.Sequential(nn.LayerNorm(cfg.patch_dim), nn.Linear(cfg.patch_dim, d))
+        self.pooled_proj = nn.Sequential(nn.LayerNorm(cfg.pooled_dim), nn.Linear(cfg.pooled_dim, d))
+        self.position = ImagePositionEmbedding(d)
+        self.time = TimeEmbedding(d, cfg.time_scale)
+        self.camera: Optional[CameraEmbedding] = (
+            CameraEmbedding(d, cfg.camera, RAY_FEATURES) if cfg.camera.enabled else None)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """
+        Args:
+            batch: the CrossViewModel batch (see model/README.md).
+        Returns:
+            "patch": (B, V, T, P, D) patch tokens; "frame": (B, V, T, D) one token per frame;
+            "offset": (B, 1, 3) canonical-frame offset (model/camera.py); "grid": (gh, gw).
+        """
+        patches = batch["patch_tokens"]
+        b, v, t, p, _ = patches.shape
+        gh = gw = int(round(math.sqrt(p)))
+        if gh * gw != p:
+            raise ValueError(f"patch_tokens has P={p}, not a square grid")
+        image_hw = batch["image_hw"].to(patches.dtype)
+        pixels = grid_pixel_centers(gh, gw, image_hw)  # (B, V, P, 2)
+        spatial = self.position(pixels / image_hw.flip(-1).unsqueeze(-2))  # (B, V, P, D)
+        offset = canonical_offset(batch["camera_R"], batch["camera_t"], batch["has_camera"])
+        if self.camera is not None:
+            rays = ray_features(batch["camera_K"], batch["camera_R"], batch["camera_t"],
+                                pixels, offset, self.cfg.camera)
+            spatial = spatial + self.camera(rays, batch["has_camera"])
+        time = self.time(batch["frame_time"].to(patches.dtype))  # (B, V, T, D)
+        tokens = self.patch_proj(patches) + spatial.unsqueeze(2) + time.unsqueeze(3)
+        tokens = self.drop(tokens)
+        frame = self.pooled_proj(batch["pooled"]) + tokens.mean(dim=3)
+        return {"patch": self.norm(tokens), "frame": self.norm(frame), "offset": offset,
+                "grid": (gh, gw)}
