@@ -14,12 +14,12 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Any, Iterable, Protocol
 
 import numpy as np
 import torch
 from PIL import Image
-from safetensors import SafetensorsError
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
@@ -27,12 +27,10 @@ log = logging.getLogger(__name__)
 
 
 class ImageEncoder(Protocol):
-    """What the cache needs of a backbone (model.backbone.FrozenClipBackbone fits)."""
-    image_size: int
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-
-    def identity(self) -> str: ...
+    """What the cache needs of a backbone (model.backbone.FrozenClipBackbone fits): an
+    ``identity`` string, ``cfg.image_size`` / ``cfg.mean`` / ``cfg.std``, and a call."""
+    identity: str
+    cfg: Any
 
     def __call__(self, images: torch.Tensor) -> dict[str, torch.Tensor]: ...
 
@@ -81,7 +79,7 @@ class FeatureCache:
 
     def __init__(self, root: str | Path, encoder: ImageEncoder, batch_size: int = 64):
         self.encoder = encoder
-        self.identity = encoder.identity()
+        self.identity = encoder.identity
         self.dir = Path(root) / hashlib.sha256(self.identity.encode()).hexdigest()[:16]
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "IDENTITY").write_text(self.identity + "\n")
@@ -108,7 +106,7 @@ class FeatureCache:
         try:
             entry = load_file(str(path))
             key = bytes(entry.pop("key").tolist()).decode()
-        except (SafetensorsError, OSError, KeyError, UnicodeDecodeError, RuntimeError, ValueError):
+        except (SafetensorError, OSError, KeyError, UnicodeDecodeError, RuntimeError, ValueError):
             log.warning("feature cache: corrupt entry %s, rebuilding it", path)
             return None
         if key != f"{self.identity}|{content_hash}" or set(entry) != {"patch_tokens", "pooled"}:
@@ -127,10 +125,10 @@ class FeatureCache:
 
     @torch.no_grad()
     def _encode(self, paths: list[Path]) -> dict[str, torch.Tensor]:
-        enc = self.encoder
-        images = torch.stack([load_image_tensor(p, enc.image_size, enc.mean, enc.std) for p in paths])
+        cfg = self.encoder.cfg
+        images = torch.stack([load_image_tensor(p, cfg.image_size, cfg.mean, cfg.std) for p in paths])
         self.n_encoded += len(paths)
-        return enc(images)
+        return self.encoder(images)
 
     def table(self, image_paths: Iterable[str | Path], desc: str = "encoding images") -> FeatureTable:
         """Features for ``image_paths`` (deduplicated), encoding only what the cache lacks."""
