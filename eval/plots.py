@@ -1,0 +1,101 @@
+"""The run's figures (matplotlib, Agg backend: no display needed).
+
+- ``acc_vs_extra_views.png``: accuracy against views relative to V_GT (−1, +0, +1, ...),
+  one line per subset with 95 % interval bars and the subset's chance level dashed; the
+  papers' distraction-decay figure.
+- ``per_task.png``: accuracy per task at the primary setting with interval bars and a
+  chance tick per bar.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"SVS": "#1f77b4", "MVN": "#d62728", "no_subset": "#7f7f7f"}
+
+
+def _x_of(setting: str) -> int | None:
+    if setting == "-1":
+        return -1
+    if setting.startswith("+"):
+        return int(setting[1:])
+    return None
+
+
+def _err(value: float, ci: list[float] | None) -> list[float]:
+    if not ci:
+        return [0.0, 0.0]
+    return [max(0.0, value - ci[0]), max(0.0, ci[1] - value)]
+
+
+def plot_acc_vs_extra_views(summary: dict, path: Path, title: str | None = None) -> Path:
+    acc, ci, chance = summary.get("acc", {}), summary.get("acc_ci", {}), summary.get("chance", {})
+    fig, ax = plt.subplots(figsize=(5.2, 3.6), dpi=150)
+    xs_all = set()
+    for subset in ("SVS", "MVN"):
+        pts = sorted((x, s) for s in acc if (x := _x_of(s)) is not None and subset in acc[s])
+        if not pts:
+            continue
+        main = [(x, s) for x, s in pts if x >= 0]
+        xs = [x for x, _ in main]
+        ys = [acc[s][subset] for _, s in main]
+        errs = list(zip(*[_err(acc[s][subset], ci.get(s, {}).get(subset)) for _, s in main])) or [[], []]
+        ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, color=COLORS[subset], label=f"{subset}")
+        minus = [(x, s) for x, s in pts if x < 0]
+        for x, s in minus:
+            e = _err(acc[s][subset], ci.get(s, {}).get(subset))
+            ax.errorbar([x], [acc[s][subset]], yerr=[[e[0]], [e[1]]], marker="s", capsize=3, color=COLORS[subset],
+                        linestyle="none", mfc="white", label=f"{subset} −1 (a V_GT view removed)")
+        if subset in chance:
+            ax.axhline(chance[subset], color=COLORS[subset], linestyle=":", linewidth=1, alpha=0.8)
+        xs_all.update(x for x, _ in pts)
+    if xs_all:
+        ticks = sorted(xs_all)
+        ax.set_xticks(ticks, [("−1" if t < 0 else f"+{t}") for t in ticks])
+    ax.set_xlabel("views relative to V_GT (extra views added)")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 105)
+    ax.grid(alpha=0.3)
+    ax.set_title(title or f"{summary.get('run', {}).get('model', '')}: accuracy vs extra views (dotted: chance)",
+                 fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_per_task(summary: dict, path: Path, title: str | None = None) -> Path:
+    by_task, ci = summary.get("by_task", {}), summary.get("by_task_ci", {})
+    chance, n = summary.get("by_task_chance", {}), summary.get("by_task_n", {})
+    tasks = sorted(by_task)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(tasks) + 1.5), 3.6), dpi=150)
+    if tasks:
+        ys = [by_task[t] for t in tasks]
+        errs = list(zip(*[_err(by_task[t], ci.get(t)) for t in tasks]))
+        ax.bar(range(len(tasks)), ys, yerr=errs, capsize=3, color="#4c72b0", label="accuracy")
+        ax.scatter(range(len(tasks)), [chance.get(t, 0) for t in tasks], marker="_", s=400, color="black",
+                   zorder=3, label="chance")
+        ax.set_xticks(range(len(tasks)), [f"{t}\n(n={n.get(t, 0)})" for t in tasks], fontsize=8)
+        ax.legend(fontsize=8)
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 105)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(title or f"{summary.get('run', {}).get('model', '')}: accuracy per task (primary setting)",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def save_plots(summary: dict, out_dir: Path) -> list[Path]:
+    """Write both figures into ``out_dir``; returns their paths."""
+    out_dir = Path(out_dir)
+    return [plot_acc_vs_extra_views(summary, out_dir / "acc_vs_extra_views.png"),
+            plot_per_task(summary, out_dir / "per_task.png")]

@@ -1,0 +1,57 @@
+"""summary.json: every number of a run, computed from its prediction lines alone.
+
+Because the summary is a pure function of predictions.jsonl (plus the run header), a
+resumed run, a re-rendered report and ``python -m eval compare`` all agree on the numbers.
+Key reference: eval/README.md.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eval.bootstrap import ALPHA, DEFAULT_N_BOOT
+from eval.metrics import accuracy_summary, chance_by_subset, score_units
+from eval.settings import setting_sort_key
+from eval.taxonomy import failure_taxonomy, failure_taxonomy_by_setting, letter_histogram, parse_stats
+
+SUMMARY = "summary.json"
+UNITS_NOTE = "accuracies, chance, deltas, gaps and rates in points (0-100); counts are integers"
+
+
+def summarize(records: list[dict], max_extra: dict[str, int], n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
+              header: dict | None = None) -> dict:
+    """The summary dict of a run.
+
+    Args:
+        records: prediction lines (dicts as written to predictions.jsonl).
+        max_extra: K_T per subset (the +k settings delta_dis averages over).
+        n_boot: bootstrap replicates; seed: bootstrap seed (the run seed).
+        header: run facts copied into ``run`` (model, bench, settings, ...).
+    """
+    units = score_units(records)
+    summary = {
+        "units": UNITS_NOTE,
+        "run": dict(header or {}),
+        "n_samples": len({r["sample_id"] for r in records}),
+        "n_queries": len(records),
+        "settings": sorted({r["setting"] for r in records}, key=setting_sort_key),
+        "chance": chance_by_subset(units),
+    }
+    summary.update(accuracy_summary(units, max_extra, n_boot, seed))
+    summary["failure_taxonomy"] = failure_taxonomy(records)
+    summary["failure_taxonomy_by_setting"] = failure_taxonomy_by_setting(records)
+    summary["letter_histogram"] = letter_histogram(records)
+    summary.update(parse_stats(records))
+    summary["bootstrap"] = {"n_boot": n_boot, "seed": seed, "cluster": "scene (Sample.cluster)",
+                            "interval": f"{int(100 * (1 - ALPHA))} % percentile"}
+    return summary
+
+
+def write_summary(summary: dict, out_dir: Path) -> Path:
+    path = Path(out_dir) / SUMMARY
+    path.write_text(json.dumps(summary, indent=1) + "\n")
+    return path
+
+
+def read_summary(out_dir: Path) -> dict:
+    return json.loads((Path(out_dir) / SUMMARY).read_text())
