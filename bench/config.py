@@ -169,18 +169,35 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     data = to_dict(base if base is not None else cls())
     if path is not None:
         path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        with open(path) as fh:
-            loaded = yaml.safe_load(fh) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: top level must be a mapping")
-        _deep_merge(data, loaded)
+        _deep_merge(data, read_yaml_with_bases(path))
     apply_overrides(data, list(overrides or []))
     try:
         return from_dict(cls, data)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}" if path else str(err)) from None
+
+
+def read_yaml_with_bases(path: Path, _seen: tuple = ()) -> dict:
+    """A YAML mapping; a top-level ``_base_: other.yaml`` (relative to this file) is loaded
+    first and this file's keys are merged over it, so an ablation config states only what
+    it changes."""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    if path.resolve() in _seen:
+        raise ConfigError(f"{path}: _base_ cycle")
+    with open(path) as fh:
+        try:
+            loaded = yaml.safe_load(fh) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: invalid YAML: {err}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    base = loaded.pop("_base_", None)
+    if base is None:
+        return loaded
+    merged = read_yaml_with_bases(path.parent / base, _seen + (path.resolve(),))
+    _deep_merge(merged, loaded)
+    return merged
 
 
 def _deep_merge(into: dict, new: dict) -> None:

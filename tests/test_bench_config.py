@@ -52,3 +52,10 @@ def test_unknown_key_in_file_names_the_file(tmp_path):
     cfg_file.write_text("inner:\n  widht: 3\n")
     with pytest.raises(ConfigError, match=r"c.yaml: unknown config key\(s\) 'inner.widht'"):
         load_config(Outer, cfg_file)
+
+
+def test_base_file_is_merged_under(tmp_path):
+    (tmp_path / "base.yaml").write_text("seed: 3\ninner:\n  depth: 4\n  kind: b\n")
+    (tmp_path / "child.yaml").write_text("_base_: base.yaml\ninner:\n  depth: 1\n")
+    cfg = load_config(Outer, tmp_path / "child.yaml")
+    assert cfg.seed == 3 and cfg.inner.depth == 1 and cfg.inner.kind == "b"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
-from bench.config import load_config
+from bench.config import ConfigError, load_config
 from model.config import ModelConfig
 
 
@@ -82,6 +83,7 @@ class TrainConfig:
     seed: int = 0  # seeds data order, augmentation and initialisation
     run_name: str = ""  # checkpoints/<run_name>; empty: derived from the config name and time
     out_dir: str = "checkpoints"
+    stage: Literal["pretrain", "finetune"] = "pretrain"  # "finetune" requires init_from
     init_from: str | None = None  # checkpoint to start from (fine-tuning); weights only
     freeze: list[str] = field(default_factory=list)  # parameter-name prefixes kept fixed
     data: DataConfig = field(default_factory=DataConfig)
@@ -95,4 +97,7 @@ class TrainConfig:
 
 def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """The run config: defaults, then the YAML file, then ``key=value`` overrides."""
-    return load_config(TrainConfig, path, overrides)
+    cfg = load_config(TrainConfig, path, overrides)
+    if cfg.stage == "finetune" and not cfg.init_from:
+        raise ConfigError(f"{path}: a fine-tuning config needs init_from=checkpoints/<run>/best.ckpt")
+    return cfg

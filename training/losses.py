@@ -43,19 +43,18 @@ class CrossViewCriterion(nn.Module):
 
     @staticmethod
     def loss_identity(out: dict, batch: dict, temperature: float = 0.1) -> torch.Tensor:
-        """Supervised contrastive loss: marks of the same scene entity (in other views) are
-        positives, other marks of the sample negatives. Uses ground-truth entity ids, which
-        the model never sees as input."""
-        emb = out.get("entity_identity")
-        if emb is None:
-            return out["option_logits"].sum() * 0.0
+        """Supervised contrastive loss on the entity embeddings: marks of the same scene entity
+        (in other views or frames) are positives, the other marks of the sample negatives.
+        Uses ground-truth entity ids, which the model never sees as input."""
+        emb, index, mask = out["entity_embed"], out["entity_token_index"], out["entity_token_mask"]
         total, count = emb.sum() * 0.0, 0
         for b in range(emb.shape[0]):
-            mask = batch["mark_mask"][b]
-            z = F.normalize(emb[b][mask], dim=-1)  # (N, D)
-            ids = batch["mark_entity"][b][mask]
+            keep = mask[b]
+            idx = index[b][keep]
+            ids = batch["mark_entity"][b][idx[:, 0], idx[:, 1], idx[:, 2]]
             if len(ids) < 2:
                 continue
+            z = F.normalize(emb[b][keep], dim=-1)
             sim = z @ z.t() / temperature
             eye = torch.eye(len(ids), dtype=torch.bool, device=z.device)
             pos = (ids[:, None] == ids[None, :]) & ~eye
@@ -63,7 +62,7 @@ class CrossViewCriterion(nn.Module):
             if not has_pos.any():
                 continue
             log_prob = sim.masked_fill(eye, -1e4).log_softmax(-1)
-            per_anchor = -(log_prob * pos).sum(1) / pos.sum(1).clamp(min=1)
+            per_anchor = -(log_prob * pos).sum(1) / pos.sum(1)
             total = total + per_anchor[has_pos].sum()
             count += int(has_pos.sum())
         return total / max(count, 1)
