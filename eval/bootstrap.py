@@ -49,7 +49,7 @@ def percentile_ci(replicates: np.ndarray, alpha: float = ALPHA) -> list[float] |
     if r.size == 0:
         return None
     lo, hi = np.quantile(r, [alpha / 2, 1 - alpha / 2])
-    return [round(float(lo), 4), round(float(hi), 4)]
+    return [round(float(lo), 2), round(float(hi), 2)]
 
 
 def paired_p_value(observed: float, replicates: np.ndarray) -> float:

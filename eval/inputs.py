@@ -58,6 +58,8 @@ def resolve_model(model: str | ModelAdapter | None, args: dict | None, flag: str
         return None, [f"ERROR {flag}: {err.args[0]}"]
     except ConfigError as err:
         return None, [f"ERROR {flag}-arg ({model}): {err}"]
+    except (ValueError, TypeError, ImportError, OSError) as err:  # the adapter refused its arguments
+        return None, [f"ERROR {flag} {model}: cannot build the adapter: {err}"]
 
 
 def resolve_settings(settings: str | list[str] | None, protocol: ProtocolConfig) -> tuple[list[str], list[str]]:

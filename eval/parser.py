@@ -73,11 +73,16 @@ def _clean(text: str) -> str:
     return text.strip()
 
 
+# Words after which a lone "A" / "I" is still an option letter ("A and C", "A is right").
+_FUNCTION_WORDS = set("and or nor but is was are were seems seem looks would could might should must because since "
+                      "as then than vs versus also too with without fits matches only".split())
+
+
 def _is_article(text: str, match: re.Match, group: int = 1) -> bool:
     """A capital A or I followed by a lower-case word is an article / pronoun, not a choice."""
     letter = match.group(group)
-    rest = text[match.end(group):]
-    return letter in "AaIi" and re.match(r"\s+[a-z]", rest) is not None
+    following = re.match(r"\s+([a-z]+)", text[match.end(group):])
+    return letter in "AaIi" and following is not None and following.group(1) not in _FUNCTION_WORDS
 
 
 def _last_valid(pattern: re.Pattern, text: str, letters: str) -> str | None:

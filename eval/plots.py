@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"SVS": "#1f77b4", "MVN": "#d62728", "no_subset": "#7f7f7f"}
+OFFSET = {"SVS": -0.05, "MVN": 0.05}  # a small x shift so the two subsets' interval bars do not overlap
 
 
 def _x_of(setting: str) -> int | None:
@@ -34,24 +35,27 @@ def _err(value: float, ci: list[float] | None) -> list[float]:
 
 def plot_acc_vs_extra_views(summary: dict, path: Path, title: str | None = None) -> Path:
     acc, ci, chance = summary.get("acc", {}), summary.get("acc_ci", {}), summary.get("chance", {})
-    fig, ax = plt.subplots(figsize=(5.2, 3.6), dpi=150)
+    fig, ax = plt.subplots(figsize=(5.6, 4.2), dpi=150)
     xs_all = set()
     for subset in ("SVS", "MVN"):
         pts = sorted((x, s) for s in acc if (x := _x_of(s)) is not None and subset in acc[s])
         if not pts:
             continue
         main = [(x, s) for x, s in pts if x >= 0]
-        xs = [x for x, _ in main]
+        xs = [x + OFFSET[subset] for x, _ in main]
         ys = [acc[s][subset] for _, s in main]
         errs = list(zip(*[_err(acc[s][subset], ci.get(s, {}).get(subset)) for _, s in main])) or [[], []]
         ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, color=COLORS[subset], label=f"{subset}")
         minus = [(x, s) for x, s in pts if x < 0]
         for x, s in minus:
             e = _err(acc[s][subset], ci.get(s, {}).get(subset))
-            ax.errorbar([x], [acc[s][subset]], yerr=[[e[0]], [e[1]]], marker="s", capsize=3, color=COLORS[subset],
-                        linestyle="none", mfc="white", label=f"{subset} −1 (a V_GT view removed)")
+            ax.errorbar([x + OFFSET[subset]], [acc[s][subset]], yerr=[[e[0]], [e[1]]], marker="s", capsize=3, color=COLORS[subset],
+                        linestyle="none", mfc="white", label=f"{subset} −1 (one V_GT view removed)")
+            if main:  # dashed: removing a necessary view is not on the "adding views" axis
+                ax.plot([x + OFFSET[subset], xs[0]], [acc[s][subset], ys[0]], linestyle="--", color=COLORS[subset], alpha=0.6)
         if subset in chance:
-            ax.axhline(chance[subset], color=COLORS[subset], linestyle=":", linewidth=1, alpha=0.8)
+            ax.axhline(chance[subset], color=COLORS[subset], linestyle=":", linewidth=1, alpha=0.8,
+                       label=f"{subset} chance")
         xs_all.update(x for x, _ in pts)
     if xs_all:
         ticks = sorted(xs_all)
@@ -60,10 +64,10 @@ def plot_acc_vs_extra_views(summary: dict, path: Path, title: str | None = None)
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 105)
     ax.grid(alpha=0.3)
-    ax.set_title(title or f"{summary.get('run', {}).get('model', '')}: accuracy vs extra views (dotted: chance)",
-                 fontsize=9)
+    ax.set_title(title or f"{summary.get('run', {}).get('model', '')}: accuracy vs extra views", fontsize=9)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="lower left")
+        # Below the axes: inside, it would hide points near chance or near 100 %.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -78,9 +82,11 @@ def plot_per_task(summary: dict, path: Path, title: str | None = None) -> Path:
     if tasks:
         ys = [by_task[t] for t in tasks]
         errs = list(zip(*[_err(by_task[t], ci.get(t)) for t in tasks]))
-        ax.bar(range(len(tasks)), ys, yerr=errs, capsize=3, color="#4c72b0", label="accuracy")
-        ax.scatter(range(len(tasks)), [chance.get(t, 0) for t in tasks], marker="_", s=400, color="black",
-                   zorder=3, label="chance")
+        ax.bar(range(len(tasks)), ys, yerr=errs, capsize=3, color="#4c72b0", ecolor="#555555",
+               label="accuracy (95 % CI)")
+        for i, t in enumerate(tasks):
+            ax.hlines(chance.get(t, 0), i - 0.4, i + 0.4, colors="#d62728", linestyles="--", zorder=3,
+                      label="chance" if i == 0 else None)
         ax.set_xticks(range(len(tasks)), [f"{t}\n(n={n.get(t, 0)})" for t in tasks], fontsize=8)
         ax.legend(fontsize=8)
     ax.set_ylabel("accuracy (%)")

@@ -21,6 +21,7 @@ from eval.settings import stable_hash
 
 @register_model("random")
 class RandomLetter(ModelAdapter):
+    """A seeded uniform letter per query; its accuracy is chance."""
     blind = True
 
     @dataclass
@@ -34,6 +35,7 @@ class RandomLetter(ModelAdapter):
 
 @register_model("first")
 class FirstLetter(ModelAdapter):
+    """Always "A": exposes answers piled on the first letter."""
     blind = True
 
     def generate(self, requests: list[Request]) -> list[Response]:
@@ -42,6 +44,7 @@ class FirstLetter(ModelAdapter):
 
 @register_model("majority")
 class MajorityLetter(ModelAdapter):
+    """The most frequent answer letter per number of options (on --model-arg prior=DIR)."""
     blind = True
 
     @dataclass

@@ -10,6 +10,7 @@ from eval.adapters.registry import register_model
 
 @register_model("oracle")
 class Oracle(ModelAdapter):
+    """Reads the right answer (pipeline check: 100 % accuracy, zero decay)."""
     @dataclass
     class Args:
         output: str = "verbose"  # "verbose" (a sentence, exercises the parser), "letter" or "scores"

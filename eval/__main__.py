@@ -1,0 +1,118 @@
+"""Command line: ``python -m eval run|compare|report|models``. See eval/README.md."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m eval", description="Run and compare benchmark evaluations.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="evaluate a model with the full protocol")
+    run.add_argument("--bench", required=True, help="benchmark folder (or benchmark.json / .jsonl)")
+    run.add_argument("--model", required=True, help="registered adapter name (python -m eval models)")
+    run.add_argument("--model-arg", action="append", default=[], metavar="K=V", help="adapter argument; repeatable")
+    run.add_argument("--out", required=True, help="run folder; rerunning the same command continues it")
+    run.add_argument("--settings", default=None,
+                     help="comma list of +0,+1,+2,+3,-1,all (default: all that apply); write --settings=-1,+0 "
+                          "when the list starts with -1")
+    run.add_argument("--limit", type=int, default=None, help="only the first N samples")
+    run.add_argument("--circular", action="store_true", help="rotate options (NOTA stays last); all must be right")
+    run.add_argument("--seed", type=int, default=0, help="seeds view orders, the seeded -1 choice and the bootstrap")
+    run.add_argument("--batch-size", type=int, default=8, help="requests per model call and per flush")
+    run.add_argument("--fallback", default=None, help="adapter that maps unreadable answers to a letter")
+    run.add_argument("--fallback-arg", action="append", default=[], metavar="K=V")
+    run.add_argument("--max-extra-svs", type=int, default=3, help="K_SVS: largest +k for SVS samples")
+    run.add_argument("--max-extra-mvn", type=int, default=2, help="K_MVN: largest +k for MVN samples")
+    run.add_argument("--minus-one", choices=("each", "seeded"), default="each",
+                     help="-1: drop each gt view in turn (averaged) or one seeded choice")
+    run.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for the 95%% intervals")
+    run.add_argument("--blind-run", default=None, help="folder of an earlier text-only run: the Blind row")
+    run.add_argument("--human-json", default=None, help='human accuracies {"spatial": {"coarse": 91.0, ...}}')
+    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--no-plots", action="store_true")
+
+    cmp = sub.add_parser("compare", help="one table across runs with paired significance")
+    cmp.add_argument("runs", nargs="+", help="run folders; the first is the reference")
+    cmp.add_argument("--out", default=None, help="also write the Markdown here")
+    cmp.add_argument("--n-boot", type=int, default=1000)
+    cmp.add_argument("--seed", type=int, default=0)
+
+    rep = sub.add_parser("report", help="re-render report.md and the plots of a run from its summary.json")
+    rep.add_argument("run", help="run folder")
+
+    sub.add_parser("models", help="list the registered model adapters")
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from eval.inputs import parse_model_args
+    from eval.runner import evaluate
+    from eval.settings import ProtocolConfig
+
+    model_args, problems = parse_model_args(args.model_arg)
+    fallback_args, more = parse_model_args(args.fallback_arg, flag="--fallback-arg")
+    protocol = ProtocolConfig(max_extra={"SVS": args.max_extra_svs, "MVN": args.max_extra_mvn},
+                              minus_one=args.minus_one)
+    summary = evaluate(args.bench, args.model, args.out, settings=args.settings, seed=args.seed,
+                       circular=args.circular, limit=args.limit, batch_size=args.batch_size,
+                       model_args=model_args, protocol=protocol, fallback=args.fallback,
+                       fallback_args=fallback_args if args.fallback else None, n_boot=args.n_boot,
+                       blind_run=args.blind_run, human_json=args.human_json, progress=not args.no_progress,
+                       plots=not args.no_plots, extra_problems=problems + more)
+    from eval.report import render_ssmn_table
+    print(render_ssmn_table([(summary["run"]["model"], summary)]))
+    print(f"wrote {Path(args.out) / 'report.md'}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from eval.compare import compare_runs
+    text = compare_runs(args.runs, n_boot=args.n_boot, seed=args.seed)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from eval.compare import load_run
+    from eval.plots import save_plots
+    from eval.report import render_report
+    _, summary, _ = load_run(args.run)
+    (Path(args.run) / "report.md").write_text(render_report(summary))
+    save_plots(summary, Path(args.run))
+    print(f"wrote {Path(args.run) / 'report.md'}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from eval.adapters import available_models, get_model_class
+    for name in available_models():
+        doc = (get_model_class(name).__doc__ or "").strip().splitlines()
+        print(f"{name:12s} {doc[0] if doc else ''}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from eval.errors import EvalInputError
+    args = build_parser().parse_args(argv)
+    handler = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "models": cmd_models}[args.command]
+    try:
+        return handler(args)
+    except EvalInputError as err:
+        for line in err.problems:
+            print(line, file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: finished batches are saved; rerun the same command to continue", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
