@@ -19,12 +19,15 @@ IMAGE_TOKEN = "<image>"
 
 PROMPT_TEMPLATE = """\
 {views}
-The {n_views_text} above show the same scene from different cameras{time_note}. \
-The views are given in an arbitrary order.
+{scene_note}
 Question: {question}
 Options:
 {options}
 Answer with the option's letter from the given choices directly."""
+
+SCENE_NOTE_ONE = "The view above shows the scene from one camera{time_note}."
+SCENE_NOTE_MANY = ("The {n_views} views above show the same scene from different cameras{time_note}, "
+                   "given in an arbitrary order.")
 
 # Used by a fallback extractor (any adapter) when the rules cannot read a model's answer.
 EXTRACT_TEMPLATE = """\
@@ -55,10 +58,13 @@ def format_views(views: list[View]) -> str:
 def build_prompt(sample: Sample, views: list[View]) -> str:
     """The zero-shot prompt for ``sample`` shown with ``views`` (already in presentation order)."""
     temporal = any(len(v.frames) > 1 for v in views)
+    if len(views) == 1:
+        note = SCENE_NOTE_ONE.format(time_note=", over time" if temporal else "")
+    else:
+        note = SCENE_NOTE_MANY.format(n_views=len(views), time_note=", recorded at the same times" if temporal else "")
     return PROMPT_TEMPLATE.format(
         views=format_views(views),
-        n_views_text="view" if len(views) == 1 else f"{len(views)} views",
-        time_note=", recorded at the same times" if temporal and len(views) > 1 else "",
+        scene_note=note,
         question=sample.question.strip(),
         options=format_options(sample.options),
     )
@@ -72,4 +78,4 @@ def build_extract_prompt(sample: Sample, response: str) -> str:
 
 def template_fingerprint() -> str:
     """sha256 (first 12 hex digits) of both templates; stored in the run manifest."""
-    return hashlib.sha256((PROMPT_TEMPLATE + "\0" + EXTRACT_TEMPLATE).encode()).hexdigest()[:12]
+    return hashlib.sha256("\0".join((PROMPT_TEMPLATE, SCENE_NOTE_ONE, SCENE_NOTE_MANY, EXTRACT_TEMPLATE)).encode()).hexdigest()[:12]
