@@ -46,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if metrics:
-        from eval.report import render_tables
-        print()
-        print(render_tables(metrics))
+        from eval.report import render_ci_table, render_cvbench_table, render_ssmn_table
+        print("\nSSMNBench-style (accuracy %, by view setting):\n" + render_ssmn_table([("crossview", metrics)]))
+        print("\nCVBench-style (accuracy %, by axis x granularity):\n" + render_cvbench_table([("crossview", metrics)]))
+        print("\n95 % cluster-bootstrap intervals:\n" + render_ci_table(metrics))
         print(f"\nrun folder: {metrics.get('run_dir')}")
     return 0
 

@@ -18,6 +18,7 @@ from torch.utils.data import Dataset, Sampler
 from bench.format import Benchmark, Sample
 from training.config import AugmentConfig
 from training.features import FeatureTable
+from training.text import collate_text
 
 
 @dataclass(frozen=True)
@@ -123,20 +124,7 @@ def collate(items: list[dict[str, Any]], table: FeatureTable, pad_id: int) -> di
         batch[key] = mats
     batch["image_hw"][~batch["view_mask"]] = 1.0
     batch["mark_entity"] = _pad([it["mark_entity"] for it in items], -1)
-    prompts = [it["prompt_ids"] for it in items]
-    batch["prompt_ids"] = _pad(prompts, pad_id)
-    batch["prompt_mask"] = _pad([torch.ones(len(p), dtype=torch.bool) for p in prompts], False)
-    options = [opt for it in items for opt in it["option_ids"]]
-    n_opt = max(len(it["option_ids"]) for it in items)
-    len_opt = max(len(o) for o in options)
-    option_ids = torch.full((len(items), n_opt, len_opt), pad_id, dtype=torch.long)
-    option_mask = torch.zeros(len(items), n_opt, len_opt, dtype=torch.bool)
-    for i, it in enumerate(items):
-        for j, ids in enumerate(it["option_ids"]):
-            option_ids[i, j, :len(ids)] = ids
-            option_mask[i, j, :len(ids)] = True
-    batch["option_ids"], batch["option_mask"] = option_ids, option_mask
-    batch["option_valid"] = option_mask.any(-1)
+    batch.update(collate_text(items, pad_id))
     batch["answer"] = torch.stack([it["answer"] for it in items])
     batch["answer_valid"] = torch.stack([it["answer_valid"] for it in items])
     batch["evidence_valid"] = torch.stack([it["evidence_valid"] for it in items])

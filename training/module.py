@@ -40,11 +40,11 @@ class CrossViewModule(L.LightningModule):
         losses = self.criterion(out, batch)
         size = len(batch["answer"])
         for name, value in losses.items():
-            self.log(f"train/{name}", value, batch_size=size, prog_bar=name == "loss")
+            self.log(f"train/{name}", value, batch_size=size, prog_bar=name == "loss", on_step=True, on_epoch=True)
         valid = batch["answer_valid"]
         if valid.any():
             acc = (out["option_logits"].argmax(-1) == batch["answer"])[valid].float().mean()
-            self.log("train/acc", acc, batch_size=int(valid.sum()), prog_bar=True)
+            self.log("train/acc", acc, batch_size=int(valid.sum()), prog_bar=True, on_step=True, on_epoch=True)
         return losses["loss"]
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:

@@ -84,13 +84,15 @@ def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig,
                     batch_size=cfg.data.eval_batch_size)
 
 
-def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | None = None) -> dict:
+def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | None = None,
+          callbacks: list[Callback] | None = None) -> dict:
     """Train, evaluate, write the run folder; returns the evaluator's summary (metrics.json).
 
     Args:
         cfg: the resolved run config.
         config_name: names the run folder (``<config_name>-<time>`` unless cfg.run_name is set).
         resume: a run folder (or its last.ckpt) to continue; its architecture must match cfg.
+        callbacks: extra Lightning callbacks (tests, custom logging).
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     ckpt_path = None
@@ -115,13 +117,17 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         print(f"[train] initialised from {cfg.init_from}", flush=True)
     t = cfg.trainer
     checkpoint = ModelCheckpoint(dirpath=run_dir, filename="best", monitor="val/acc", mode="max",
-                                 save_last=True, save_top_k=1, enable_version_counter=False)
+                                 save_top_k=1, enable_version_counter=False)
+    # A second callback for last.ckpt: ModelCheckpoint's save_last only fires when a top-k
+    # checkpoint is written, so an epoch without a better val/acc would not refresh it.
+    last = ModelCheckpoint(dirpath=run_dir, filename="last", monitor=None, save_top_k=1,
+                           enable_version_counter=False)
     trainer = L.Trainer(
         max_epochs=t.max_epochs, accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
         strategy=t.strategy, precision=t.precision, gradient_clip_val=t.gradient_clip_val,
         log_every_n_steps=t.log_every_n_steps, check_val_every_n_epoch=t.check_val_every_n_epoch,
         limit_train_batches=t.limit_train_batches, enable_progress_bar=t.enable_progress_bar,
-        callbacks=[checkpoint, EpochSeed(cfg.seed)], logger=CSVLogger(run_dir, name="logs", version=""),
+        callbacks=[checkpoint, last, EpochSeed(cfg.seed), *(callbacks or [])], logger=CSVLogger(run_dir, name="logs", version="" if ckpt_path is None else f"resumed-{time.strftime('%Y%m%d-%H%M%S')}"),
         default_root_dir=run_dir, deterministic=False, enable_model_summary=False,
     )
     started = time.time()
