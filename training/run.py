@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -78,6 +79,10 @@ def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig,
     """The full protocol on the held-out split through the evaluator's ``crossview`` adapter."""
     from eval.adapters.crossview import CrossViewAdapter
     from eval.runner import evaluate
+    # The in-memory adapter cannot name its weights in the run header, so an old eval folder
+    # (a resumed run) would "resume" into stale predictions: always start it fresh.
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
     adapter = CrossViewAdapter.from_loaded(module, cache, tokenizer, device=str(module.device))
     bench = Path(cfg.data.bench_dir) / cfg.eval.split
     return evaluate(bench, adapter, out_dir, settings=list(cfg.eval.settings), seed=cfg.eval.seed,
