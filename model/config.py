@@ -12,6 +12,9 @@ from typing import Any, Optional
 
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+# open_clip SimpleTokenizer ids of the words "1".."15" (it splits numbers into digits);
+# checked against the tokenizer in tests/test_model_text.py.
+CLIP_LABEL_TOKEN_IDS = [[272 + i] for i in range(9)] + [[272, 271 + i] for i in range(6)]
 
 
 @dataclass
@@ -27,7 +30,7 @@ class BackboneConfig:
     """
 
     arch: str = "ViT-S-32"  # open_clip model name (a label only when vision_cfg is given)
-    vision_cfg: Optional[dict] = None  # custom open_clip CLIPVisionCfg dict (tests), random init
+    vision_cfg: Optional[dict[str, Any]] = None  # custom open_clip CLIPVisionCfg dict (tests), random init
     embed_dim: int = 0  # pooled width for a custom vision_cfg (0: vision width)
     pretrained: Optional[str] = None  # open_clip tag, local checkpoint path, or None (random, warns)
     image_size: int = 320  # square input side; images are resized (no crop) to it
@@ -35,8 +38,8 @@ class BackboneConfig:
     normalize_patches: bool = True  # apply the tower's final LayerNorm to the patch tokens
     pool_grid: Optional[int] = None  # adaptive-average-pool the patch grid to g x g (smaller cache)
     init_seed: int = 0  # seed for random init, so un-pretrained features are reproducible
-    mean: tuple = OPENAI_CLIP_MEAN  # per-channel normalisation the tower expects
-    std: tuple = OPENAI_CLIP_STD  # per-channel normalisation the tower expects
+    mean: tuple[float, float, float] = OPENAI_CLIP_MEAN  # per-channel normalisation of the tower
+    std: tuple[float, float, float] = OPENAI_CLIP_STD  # per-channel normalisation of the tower
 
 
 @dataclass
@@ -56,8 +59,12 @@ class EntityConfig:
     attention: bool = True  # off: no geometric entity transformer, no scene slots (ablation)
     roi_size: int = 2  # RoIAlign output side; 2x2 separates shirt (top) from trousers (bottom)
     max_label: int = 15  # largest mark label drawn on images
-    label_token_ids: Optional[list] = None  # LM token id of each label "1".."max_label"; ties
-    #   the label embedding to the word the question uses (faster to learn); None: free embedding
+    label_token_ids: Optional[list[list[int]]] = field(
+        default_factory=lambda: [list(ids) for ids in CLIP_LABEL_TOKEN_IDS])
+    # ^ LM token ids of each label word "1".."max_label": the label embedding starts as the
+    #   mean embedding of the very tokens the question uses ("the person marked 3"), so
+    #   matching question to mark needs no learning at first. None: a free embedding. Must
+    #   follow the tokenizer (PromptTokenizer.label_token_ids); reset to None for lm_path.
     layers: int = 2  # entity transformer blocks
     num_slots: int = 8  # learned scene-entity queries (>= people in a scene)
     slot_layers: int = 1  # cross-attention layers of the scene slots
@@ -88,11 +95,16 @@ class LanguageHeadConfig:
     """Causal LM scoring each option's text after [prefix | prompt]."""
 
     vocab_size: int = 49408  # open_clip SimpleTokenizer vocabulary (training/text.py)
+    lm_path: Optional[str] = None  # local pretrained causal LM folder (own HF tokenizer); None: GPT-2
+    gguf_file: Optional[str] = None  # GGUF file name inside lm_path, if the LM is stored as GGUF
+    score_option: str = "text"  # continuation scored: "text" (option words) or "letter" (A-E)
     pad_id: int = 0  # id used for padding (never scored)
     layers: int = 2  # GPT-2 blocks (random init; ignored when a pretrained LM is passed in)
     heads: int = 4  # GPT-2 attention heads
     width: int = 0  # GPT-2 width; 0 = d_model (shares the width, no projection loss)
     max_positions: int = 512  # GPT-2 position table: prefix + prompt + option
+    prefix_after_prompt: bool = True  # [prompt | prefix | option]: the last prefix slot
+    #   predicts the first option token, a zero-hop visual path (before: [prefix | prompt | ...])
     length_norm: bool = True  # score = mean (not sum) token log-prob of the option text
     freeze_lm: bool = False  # freeze a pretrained LM passed to build_model
 
@@ -134,7 +146,8 @@ def tiny_model_config(**overrides: Any) -> ModelConfig:
         d_model=32, heads=2, dropout=0.0, patch_dim=16, pooled_dim=16,
         backbone=tiny_backbone_config(),
         camera=CameraConfig(hidden=32),
-        entity=EntityConfig(layers=1, num_slots=4, identity_dim=16),
+        entity=EntityConfig(layers=1, num_slots=4, identity_dim=16,
+                            label_token_ids=[[1 + i % 9] for i in range(15)]),
         fusion=FusionConfig(layers=1, prefix_tokens=4, prefix_layers=1, max_question_len=64),
         lm=LanguageHeadConfig(vocab_size=64, layers=1, heads=2, max_positions=128),
     )

@@ -16,13 +16,31 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
-from model.config import ModelConfig
+from model.config import CLIP_LABEL_TOKEN_IDS, ModelConfig
 from model.entities import EntityTokenizer
 from model.entity_attention import EntityAttention
 from model.evidence import EvidenceHead, gate_bias
 from model.fusion import BagOfFramesPrefix, FusionTransformer, PrefixReader
-from model.language_head import LanguageHead, build_gpt2
+from model.language_head import LanguageHead, build_gpt2, load_causal_lm
 from model.view_encoder import ViewEncoder
+
+
+def label_token_table(cfg: ModelConfig):
+    """cfg.entity.label_token_ids (ragged) -> (max_label + 1, k) ids and mask, or (None, None)."""
+    ids = cfg.entity.label_token_ids
+    if not ids:
+        return None, None
+    if max(max(x) for x in ids if x) >= cfg.lm.vocab_size:
+        raise ValueError("entity.label_token_ids exceed the LM vocabulary: set them from the "
+                         "tokenizer in use (PromptTokenizer.label_token_ids) or to null")
+    rows = cfg.entity.max_label + 1
+    width = max(len(x) for x in ids)
+    table = torch.zeros(rows, width, dtype=torch.long)
+    mask = torch.zeros(rows, width, dtype=torch.bool)
+    for label, tokens in enumerate(ids[:cfg.entity.max_label], start=1):
+        table[label, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        mask[label, :len(tokens)] = True
+    return table, mask
 
 
 class CrossViewModel(nn.Module):
@@ -52,17 +70,18 @@ class CrossViewModel(nn.Module):
         self.language_head = language_head
         self.token_proj = token_proj
         self.identity = nn.Linear(cfg.d_model, cfg.entity.identity_dim)
-        ids = cfg.entity.label_token_ids
-        self.register_buffer("label_token_ids",
-                             torch.tensor([0] + list(ids), dtype=torch.long) if ids else None,
-                             persistent=False)
+        table, table_mask = label_token_table(cfg)
+        self.register_buffer("label_token_ids", table, persistent=False)
+        self.register_buffer("label_token_mask", table_mask, persistent=False)
 
     def label_prior(self) -> Optional[torch.Tensor]:
-        """(max_label + 1, D) projected LM embeddings of the label words, row 0 zero."""
+        """(max_label + 1, D): projected mean LM embedding of each label's words; row 0 zero."""
         if self.label_token_ids is None:
             return None
-        prior = self.token_proj(self.language_head.embed(self.label_token_ids))
-        return prior * (torch.arange(len(prior), device=prior.device) > 0).unsqueeze(-1)
+        embedded = self.language_head.embed(self.label_token_ids)  # (R, k, W)
+        weight = self.label_token_mask.to(embedded.dtype).unsqueeze(-1)
+        mean = (embedded * weight).sum(1) / weight.sum(1).clamp_min(1.0)
+        return self.token_proj(mean) * self.label_token_mask.any(-1, keepdim=True)
 
     def forward(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """Score every option of every sample.
@@ -86,6 +105,7 @@ class CrossViewModel(nn.Module):
             entity_token_mask (B, N) bool: real mark in a real frame of a real view.
             entity_embed (B, N, E): L2-normalised identity embedding (0 at padding), for a
                 contrastive identity loss (same person across views/frames = similar).
+            entity_identity (B, V, T, M, E): the same, unflattened (index with mark_mask).
             entity_floor_xy (B, N, 2), entity_floor_ok (B, N): canonical feet floor point.
             entity_assign_logits, entity_attn (B, N, S): token-to-scene-slot logits and
                 softmax (rows 0 at padding). Only when entity attention is on.
@@ -152,6 +172,7 @@ class CrossViewModel(nn.Module):
         out.update({
             "evidence_logits": evidence["frame"],
             "entity_evidence_logits": evidence["entity"].view(b, v, t, m),
+            "entity_identity": out["entity_embed"].view(b, v, t, m, -1),
             "entity_token_index": entities["index"],
             "entity_token_mask": entity_mask,
             "entity_floor_xy": entities["floor_xy"],
@@ -169,6 +190,11 @@ def build_model(cfg: ModelConfig, lm: Optional[PreTrainedModel] = None) -> Cross
         lm: optional pretrained causal LM (see language_head.load_causal_lm); its width and
             vocabulary then override cfg.lm.width / vocab_size. Default: a small random GPT-2.
     """
+    if lm is None and cfg.lm.lm_path:
+        lm = load_causal_lm(cfg.lm.lm_path, cfg.lm.gguf_file)
+        if cfg.entity.label_token_ids == [list(x) for x in CLIP_LABEL_TOKEN_IDS]:
+            # The default ids belong to the open_clip tokenizer, not to this LM's.
+            cfg = dataclasses.replace(cfg, entity=dataclasses.replace(cfg.entity, label_token_ids=None))
     if lm is not None:
         width = lm.get_input_embeddings().weight.shape[1]
         cfg = dataclasses.replace(cfg, lm=dataclasses.replace(

@@ -96,8 +96,14 @@ class LanguageHead(nn.Module):
         o, lo = option_ids.shape[1:]
         prompt_ids, prompt_mask = left_align(prompt_ids, prompt_mask)
         length = prompt_ids.shape[1]
-        context = torch.cat([prefix, self.embed(prompt_ids)], dim=1)  # (B, K + L, W)
-        context_mask = torch.cat([prompt_mask.new_ones(b, k), prompt_mask], dim=1)
+        prompt = self.embed(prompt_ids)
+        prefix_mask = prompt_mask.new_ones(b, k)
+        if self.cfg.prefix_after_prompt:
+            context = torch.cat([prompt, prefix], dim=1)  # (B, L + K, W)
+            context_mask = torch.cat([prompt_mask, prefix_mask], dim=1)
+        else:
+            context = torch.cat([prefix, prompt], dim=1)  # (B, K + L, W)
+            context_mask = torch.cat([prefix_mask, prompt_mask], dim=1)
         # One sequence per (sample, option): [prefix | prompt | option]. The context is short
         # and the LM small, so recomputing it O times is cheaper than a KV-cache dance.
         embeds = torch.cat([context.unsqueeze(1).expand(b, o, k + length, w),

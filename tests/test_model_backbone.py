@@ -1,0 +1,53 @@
+"""Frozen open_clip backbone (tiny custom ViT, no download)."""
+import dataclasses
+
+import pytest
+import torch
+
+from model import build_backbone, preprocess_constants, tiny_backbone_config
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    with pytest.warns(UserWarning, match="NO pretrained weights"):
+        return build_backbone(tiny_backbone_config())
+
+
+def test_backbone_is_frozen_and_stays_in_eval(backbone):
+    backbone.train()
+    assert not backbone.training and not any(m.training for m in backbone.modules())
+    assert not any(p.requires_grad for p in backbone.parameters())
+    images = torch.randn(3, 3, 32, 32, requires_grad=True)
+    out = backbone(images)
+    assert not out["patch_tokens"].requires_grad and not out["pooled"].requires_grad
+
+
+def test_backbone_outputs_patch_grid_and_pooled(backbone):
+    out = backbone(torch.randn(2, 3, 32, 32))
+    assert out["patch_tokens"].shape == (2, 16, backbone.patch_dim)  # 4x4 grid of 8-px patches
+    assert out["pooled"].shape == (2, backbone.pooled_dim)
+    assert backbone.grid_size == (4, 4)
+
+
+def test_pooled_matches_encode_image_and_grid_pooling():
+    cfg = tiny_backbone_config()
+    with pytest.warns(UserWarning):
+        plain = build_backbone(cfg)
+        pooled_grid = build_backbone(dataclasses.replace(cfg, pool_grid=2))
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(plain(images)["pooled"], plain.visual(images))
+    assert pooled_grid(images)["patch_tokens"].shape == (2, 4, plain.patch_dim)
+    assert pooled_grid.grid_size == (2, 2)
+
+
+def test_identity_names_architecture_weights_and_size(backbone):
+    cfg = tiny_backbone_config()
+    with pytest.warns(UserWarning):
+        same = build_backbone(cfg)
+        reseeded = build_backbone(dataclasses.replace(cfg, init_seed=1))
+    assert same.identity == backbone.identity  # seeded random init is reproducible
+    assert reseeded.identity != backbone.identity
+    assert backbone.identity.startswith("tiny-vit-") and "32px" in backbone.identity
+    consts = preprocess_constants(cfg)
+    assert consts["image_size"] == 32 and len(consts["mean"]) == 3 and len(consts["std"]) == 3
