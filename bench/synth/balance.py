@@ -1,0 +1,66 @@
+"""Selection and letter assignment so that text alone predicts nothing.
+
+Per split and task, in a seeded order, a verified question is kept unless it would
+- push its answer value above ``value_cap`` x the task's mean count per value,
+- push "None of the above" answers above ``options.none_share`` (5-option mode), or
+- (MVN) push the single-view oracle's hits above chance: a question the best single view
+  happens to get right is kept only while such hits stay within 1 / n_options of the task.
+Answer letters are then dealt round-robin in a shuffled order: exactly balanced per task.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+
+from bench.synth.options import LETTERS, NOTA, N_LISTED, arrange
+
+
+def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
+    """Balanced subset of ``records`` (question records from ``verify_candidate``)."""
+    nota_mode = cfg.options.mode == "cvbench"
+    chance = 1.0 / (N_LISTED + int(nota_mode))
+    by_task: dict[str, list[dict]] = {}
+    for rec in records:
+        by_task.setdefault(rec["task"], []).append(rec)
+    kept_all = []
+    for task in sorted(by_task):
+        recs = by_task[task]
+        recs = [recs[i] for i in rng.permutation(len(recs))]
+        values = Counter(r["answer_value"] for r in recs if r["answer_value"] != NOTA)
+        cap = math.ceil(cfg.tasks.value_cap * sum(values.values()) / max(len(values), 1))
+        counts, kept, n_nota, hits = Counter(), [], 0, 0
+        for r in recs:
+            if r["answer_value"] == NOTA:
+                if n_nota + 1 > cfg.options.none_share * (len(kept) + 1):
+                    continue
+            elif counts[r["answer_value"]] >= cap:
+                continue
+            if r["subset"] == "MVN" and r["oracle_correct"] and hits + 1 > chance * (len(kept) + 1):
+                continue
+            kept.append(r)
+            counts[r["answer_value"]] += 1
+            n_nota += r["answer_value"] == NOTA
+            hits += r["oracle_correct"]
+        kept_all.extend(kept)
+    return kept_all
+
+
+def assign_letters(records: list[dict], cfg, rng: np.random.Generator) -> None:
+    """Fill ``options``, ``answer`` and ``distractors`` of every record, letters balanced per task."""
+    nota_mode = cfg.options.mode == "cvbench"
+    by_task: dict[str, list[dict]] = {}
+    for rec in records:
+        by_task.setdefault(rec["task"], []).append(rec)
+    for task in sorted(by_task):
+        plain = [r for r in by_task[task] if r["answer_value"] != NOTA]
+        letters = [LETTERS[i % N_LISTED] for i in range(len(plain))]
+        letters = [letters[i] for i in rng.permutation(len(letters))]
+        for rec, letter in zip(plain, letters):
+            rec["options"], rec["answer"], rec["distractors"] = arrange(
+                rec["listed"], rec["answer_value"], rec["types"], letter, nota_mode, rng)
+        for rec in by_task[task]:
+            if rec["answer_value"] == NOTA:
+                rec["options"], rec["answer"], rec["distractors"] = arrange(
+                    rec["listed"], NOTA, rec["types"], "E", nota_mode, rng)

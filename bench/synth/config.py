@@ -1,0 +1,101 @@
+"""Typed configuration of the synthetic benchmark generator.
+
+Loaded with ``bench.config.load_config(SynthConfig, yaml, overrides)``; every field has a
+comment saying what it controls. Sizes are in metres, angles in degrees, images in pixels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ALL_TASKS = [
+    "dedup_count", "identity_match", "person_object_contact",
+    "limb_contact", "limb_occlusion", "action_count",
+    "attribute", "relation", "count_in_view",
+]
+
+
+@dataclass
+class SceneConfig:
+    min_persons: int = 2          # people per scene, inclusive range
+    max_persons: int = 8
+    object_weights: list[float] = field(default_factory=lambda: [0.04, 0.06, 0.1, 0.2, 0.3, 0.3])
+    # ^ probability of 0, 1, ..., 5 objects; skewed high because object tasks need several
+    min_cameras: int = 4          # calibrated cameras on the ring, inclusive range
+    max_cameras: int = 6
+    scene_radius: float = 2.0     # people and objects stand inside this disc
+    shared_shirt_prob: float = 0.7  # chance that a scene has (at least) two people with one shirt colour
+    hat_prob: float = 0.3         # chance that a person wears a hat
+    min_height: float = 1.5       # body height range
+    max_height: float = 1.95
+    cluster_prob: float = 0.6     # chance a free person stands close behind another (occlusion)
+
+
+@dataclass
+class CameraConfig:
+    min_radius: float = 3.2       # camera distance from the scene centre
+    max_radius: float = 4.8
+    min_elevation: float = 0.8    # camera height above the floor
+    max_elevation: float = 2.6
+    min_fov: float = 38.0         # horizontal field of view
+    max_fov: float = 52.0
+    aim_jitter: float = 1.5       # look-at point offset (m); larger gives more partial views
+    yaw_jitter: float = 18.0      # deviation from evenly spaced ring positions
+
+
+@dataclass
+class RenderConfig:
+    width: int = 224
+    height: int = 224
+    light_azimuth: float = 35.0   # directional light for Lambert shading
+    light_elevation: float = 55.0
+    ambient: float = 0.35
+
+
+@dataclass
+class ObserveConfig:
+    min_entity_frac: float = 0.0006  # visible if its pixels >= this share of the image ...
+    min_entity_px: int = 4           # ... and at least this many pixels
+    min_part_px: int = 3             # a body part is visible with this many pixels ...
+    min_part_visible: float = 0.3    # ... and this share of its unoccluded pixels
+    gap_px: float = 1.5              # 2-D gap (at 224 px) below which masks count as touching
+    confirm_angle: float = 30.0      # two overlapping views this far apart confirm a contact
+    min_separated_frac: float = 0.5  # both entities this visible for a "separated" whole-body verdict
+
+
+@dataclass
+class OptionConfig:
+    mode: str = "ssmn"            # "ssmn": 4 options A-D; "cvbench": A-D plus "None of the above" as E
+    none_share: float = 0.2       # cvbench: share of questions whose answer is "None of the above"
+
+
+@dataclass
+class TaskConfig:
+    enabled: list[str] = field(default_factory=lambda: list(ALL_TASKS))
+    per_scene: int = 2            # verified questions kept per task and scene (before balancing)
+    value_cap: float = 1.25       # an answer value may appear at most this times the task's mean count
+    mvn_extra_views: int = 2      # size of extra_views for MVN questions
+    svs_extra_views: int = 3      # size of extra_views for SVS questions
+
+
+@dataclass
+class SynthConfig:
+    name: str = "synth-spatial"   # benchmark name written to benchmark.json
+    seed: int = 0                 # the same seed and config give byte-identical output
+    n_scenes: int = 300           # scenes over all splits
+    split_fractions: list[float] = field(default_factory=lambda: [0.6, 0.1, 0.3])  # train, val, test
+    workers: int = 0              # processes; 0 = one per CPU core
+    scene: SceneConfig = field(default_factory=SceneConfig)
+    camera: CameraConfig = field(default_factory=CameraConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
+    observe: ObserveConfig = field(default_factory=ObserveConfig)
+    options: OptionConfig = field(default_factory=OptionConfig)
+    tasks: TaskConfig = field(default_factory=TaskConfig)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.tasks.enabled) - set(ALL_TASKS))
+        if unknown:
+            raise ValueError(f"unknown task(s) {unknown}; known: {ALL_TASKS}")
+        if self.options.mode not in ("ssmn", "cvbench"):
+            raise ValueError(f"options.mode must be 'ssmn' or 'cvbench', got {self.options.mode!r}")
+        if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1.0) > 1e-6:
+            raise ValueError("split_fractions must be three numbers (train, val, test) summing to 1")

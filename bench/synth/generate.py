@@ -1,0 +1,177 @@
+"""Generate the synthetic benchmark: scenes -> renders -> observations -> verified questions.
+
+Scenes are built in parallel (one process per core), each from its own seed, so the output
+depends only on the config and its seed. Everything is written to a temporary folder next to
+``out`` and renamed at the end: a crash never leaves a half-written benchmark.
+Layout: ``out/{train,val,test}/benchmark.json`` + ``images/``, and ``out/summary.json``.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from tqdm import tqdm
+
+from bench.config import to_dict
+from bench.synth.balance import assign_letters, select
+from bench.synth.marks import draw_marks, mark_key
+from bench.synth.observe import observe_view
+from bench.synth.questions import scene_questions
+from bench.synth.renderer import render
+from bench.synth.scene import sample_scene
+from bench.synth.tasks import TASKS
+from bench.synth.tasks_common import TaskContext
+
+SPLITS = ("train", "val", "test")
+PNG_OPTS = {"format": "PNG", "compress_level": 6}
+
+
+def scene_splits(cfg) -> list[str]:
+    """Split name per scene index: a seeded permutation cut by ``split_fractions``."""
+    n = cfg.n_scenes
+    order = np.random.default_rng([cfg.seed, 1]).permutation(n)
+    bounds = np.cumsum([round(f * n) for f in cfg.split_fractions[:2]])
+    out = [""] * n
+    for rank, idx in enumerate(order):
+        out[idx] = SPLITS[0] if rank < bounds[0] else SPLITS[1] if rank < bounds[1] else SPLITS[2]
+    return out
+
+
+def build_scene(cfg, idx: int):
+    """The scene, its renders and observations for scene index ``idx`` (deterministic)."""
+    rng = np.random.default_rng([cfg.seed, 2, idx])
+    scene = sample_scene(rng, cfg, f"s{idx:06d}")
+    entities = scene.entities()
+    renders = {c.view_id: render(entities, c, cfg.render, scene.shadows()) for c in scene.cameras}
+    obs = {v: observe_view(r, scene, cfg.observe) for v, r in renders.items()}
+    return scene, renders, obs, rng
+
+
+def _scene_job(args) -> dict:
+    cfg, idx, split, root = args
+    torch.set_num_threads(1)  # one process per core; intra-op threads would only contend
+    scene, renders, obs, rng = build_scene(cfg, idx)
+    ctx = TaskContext(scene, obs, {c.view_id: c for c in scene.cameras}, rng, cfg, cfg.options.mode == "cvbench")
+    records = scene_questions(ctx, [TASKS[t] for t in cfg.tasks.enabled], cfg.tasks.per_scene)
+    img_dir = Path(root) / split / "images" / scene.sid
+    img_dir.mkdir(parents=True, exist_ok=True)
+    for v, out in renders.items():
+        Image.fromarray(out.rgb).save(img_dir / f"{v}.png", **PNG_OPTS)
+    n_seen = [sum(r["seen"] for r in o["persons"].values()) for o in obs.values()]
+    occluded = [sum(r["visible"] and r["frac"] < 0.9 for r in o["persons"].values()) for o in obs.values()]
+    visible = [sum(r["visible"] for r in o["persons"].values()) for o in obs.values()]
+    return {"idx": idx, "sid": scene.sid, "split": split, "records": records,
+            "cameras": [{"view_id": c.view_id, **c.to_json()} for c in scene.cameras],
+            "persons_per_image": n_seen, "occluded": sum(occluded), "visible": sum(visible)}
+
+
+def _marks_job(args) -> int:
+    root, split, sid, mark_sets = args
+    img_dir = Path(root) / split / "images" / sid
+    for view_id, key, marks in mark_sets:
+        base = Image.open(img_dir / f"{view_id}.png")
+        draw_marks(base, marks).save(img_dir / f"{view_id}_m{key}.png", **PNG_OPTS)
+    return len(mark_sets)
+
+
+def _sample(rec: dict, qid: str, cams: list[dict]) -> tuple[dict, list[tuple[str, str, list[dict]]]]:
+    """The benchmark sample of a record and the marked images it needs."""
+    sid, views, needed = rec["scene"], [], []
+    for cam in cams:
+        v = cam["view_id"]
+        marks = [m for m in rec["marks"] if m["view_id"] == v]
+        image = f"images/{sid}/{v}.png"
+        if marks:
+            key = mark_key(v, marks)
+            image = f"images/{sid}/{v}_m{key}.png"
+            needed.append((v, key, marks))
+        camera = {k: cam[k] for k in ("K", "R", "t", "width", "height")}
+        views.append({"view_id": v, "frames": [{"t": 0.0, "image": image}], "camera": camera})
+    meta = dict(rec["meta"])
+    meta["verification"] = dict(meta["verification"], oracle_correct=rec["oracle_correct"], oracle_key=rec["oracle_key"])
+    sample = {"id": qid, "task": rec["task"], "subset": rec["subset"], "axis": "spatial",
+              "granularity": rec["granularity"], "scene": sid, "views": views, "gt_views": rec["gt_views"],
+              "extra_views": rec["extra_views"], "question": rec["question"], "options": rec["options"],
+              "answer": rec["answer"], "distractors": rec["distractors"], "evidence": rec["evidence"],
+              "marks": rec["marks"], "meta": meta}
+    return sample, needed
+
+
+def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = True) -> dict:
+    """Write the benchmark splits under ``out``; returns the summary (also out/summary.json)."""
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out} exists (pass --overwrite to replace it)")
+    t0 = time.time()
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    splits = scene_splits(cfg)
+    jobs = [(cfg, i, splits[i], str(tmp)) for i in range(cfg.n_scenes)]
+    workers = cfg.workers or os.cpu_count() or 1
+    ctx = mp.get_context("fork")
+    try:
+        with ctx.Pool(workers) as pool:
+            results = list(tqdm(pool.imap(_scene_job, jobs, chunksize=1), total=len(jobs), disable=not progress,
+                                desc="scenes", unit="scene"))
+            summary = {"name": cfg.name, "seed": cfg.seed, "splits": {}}
+            mark_jobs = []
+            for s_idx, split in enumerate(SPLITS):
+                res = [r for r in results if r["split"] == split]
+                rng = np.random.default_rng([cfg.seed, 3, s_idx])
+                records = select([rec for r in res for rec in r["records"]], cfg, rng)
+                assign_letters(records, cfg, rng)
+                cams = {r["sid"]: r["cameras"] for r in res}
+                per_scene: dict[str, list] = {}
+                samples, counter = [], Counter()
+                for rec in sorted(records, key=lambda r: (r["scene"], list(TASKS).index(r["task"]))):
+                    counter[rec["scene"]] += 1
+                    sample, needed = _sample(rec, f"{rec['scene']}-q{counter[rec['scene']] - 1}", cams[rec["scene"]])
+                    samples.append(sample)
+                    for item in needed:
+                        per_scene.setdefault(rec["scene"], {})[item[1] + item[0]] = item
+                mark_jobs += [(str(tmp), split, sid, [items[k] for k in sorted(items)]) for sid, items in sorted(per_scene.items())]
+                images = sorted({f["image"] for s in samples for v in s["views"] for f in v["frames"]})
+                _write_split(tmp / split, cfg, split, samples)
+                summary["splits"][split] = {
+                    "scenes": len(res), "questions": len(samples), "unique_images": len(images),
+                    "by_task": dict(sorted(Counter(s["task"] for s in samples).items())),
+                    "persons_per_image": float(np.mean([n for r in res for n in r["persons_per_image"]] or [0])),
+                    "occlusion_rate": sum(r["occluded"] for r in res) / max(sum(r["visible"] for r in res), 1),
+                    "referenced": images}
+            list(tqdm(pool.imap(_marks_job, mark_jobs, chunksize=4), total=len(mark_jobs), disable=not progress,
+                      desc="marks", unit="scene"))
+        for split, info in summary["splits"].items():  # drop renders no question uses
+            referenced = set(info.pop("referenced"))
+            for path in sorted((tmp / split / "images").rglob("*.png")):
+                if str(path.relative_to(tmp / split)) not in referenced:
+                    path.unlink()
+        summary["n_questions"] = sum(s["questions"] for s in summary["splits"].values())
+        summary["unique_images"] = sum(s["unique_images"] for s in summary["splits"].values())
+        summary["by_task"] = dict(sorted(sum((Counter(s["by_task"]) for s in summary["splits"].values()), Counter()).items()))
+        # timing stays out of the file: the same config and seed must give the same bytes
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        summary["seconds"] = round(time.time() - t0, 1)
+        summary["workers"] = workers
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return summary
+
+
+def _write_split(folder: Path, cfg, split: str, samples: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = {"name": f"{cfg.name}-{split}", "split": split, "config": to_dict(cfg), "samples": samples}
+    (folder / "benchmark.json").write_text(json.dumps(doc, indent=1) + "\n")

@@ -1,0 +1,112 @@
+"""From a proposed ``Candidate`` to a verified question record (still without letters).
+
+MVN: V_GT is the first smallest set of views (>= 2) that determines the answer with the
+listed options, and no single view may determine it. SVS: exactly one view, the golden
+view, determines it. ``extra_views`` mixes informative and uninformative views.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bench.synth.options import NOTA
+from bench.synth.tasks import TaskDef
+from bench.synth.tasks_common import Candidate, TaskContext
+from bench.synth.verify import (check_question, determined, informative_views, minimal_resolving_set,
+                                oracle_answer)
+
+
+def _extra_views(task: TaskDef, cand: Candidate, rest: list[str], listed, nota, k: int, rng) -> list[str]:
+    info = informative_views(task.consistent, cand.table, cand.facts, rest, listed, nota)
+    a = [rest[i] for i in rng.permutation(len(rest)) if rest[i] in info]
+    b = [rest[i] for i in rng.permutation(len(rest)) if rest[i] not in info]
+    first, second = (a, b) if rng.random() < 0.5 else (b, a)
+    out = []
+    while len(out) < k and (first or second):
+        for src in (first, second):
+            if src and len(out) < k:
+                out.append(src.pop(0))
+    return out
+
+
+def verify_candidate(task: TaskDef, cand: Candidate, ctx: TaskContext) -> dict | None:
+    """Verify one candidate; return the question record or None if it fails."""
+    rng, views, nota = ctx.rng, ctx.views, ctx.nota_mode
+    order = [views[i] for i in rng.permutation(len(views))]
+    domain = list(cand.facts["domain"])
+    if task.subset == "MVN":
+        # value level first (every domain value listed): which views pin the truth at all
+        gt0 = minimal_resolving_set(task.consistent, cand.table, cand.facts, views, domain, False, cand.truth, order)
+        if gt0 is None or len(gt0) < 2:
+            return None
+    else:
+        single = [v for v in views if determined(task.consistent, cand.table, cand.facts, [v], domain, False) is not None]
+        if len(single) != 1 or (cand.golden is not None and single != [cand.golden]):
+            return None
+        gt0 = single
+    opts = cand.make_options(gt0)
+    if opts is None:
+        return None
+    listed, types = opts
+    answer = NOTA if cand.nota_answer else cand.truth
+    if task.subset == "MVN":
+        gt = minimal_resolving_set(task.consistent, cand.table, cand.facts, views, listed, nota, answer, order)
+        if gt is None or len(gt) < 2:
+            return None
+    else:
+        gt = gt0
+    check = check_question(task.subset, task.consistent, cand.table, cand.facts, views, listed, nota, answer, gt)
+    if not (check["svi"] and check["cvr"] and check["minimal"]):
+        return None
+    k = ctx.cfg.tasks.mvn_extra_views if task.subset == "MVN" else ctx.cfg.tasks.svs_extra_views
+    rest = [v for v in views if v not in gt]
+    if len(rest) < k:
+        return None
+    extra = _extra_views(task, cand, rest, listed, nota, k, rng)
+    key = f"{ctx.scene.sid}|{cand.question}|{cand.facts.get('person', '')}|{cand.facts.get('mark_view', '')}"
+    oracle = oracle_answer(task.consistent, cand.table, cand.facts, gt + extra, listed, nota, key)
+    marks = []
+    for view_id, ent, label in cand.marks:
+        if ent == 0:
+            cam = ctx.cams[view_id]
+            box = [0, 0, cam.width, cam.height]
+        else:
+            rec = ctx.obs[view_id]["persons"].get(ent) or ctx.obs[view_id]["objects"].get(ent)
+            if rec is None or rec["box"] is None:
+                return None
+            box = rec["box"]
+        marks.append({"view_id": view_id, "t": 0.0, "entity": int(ent), "label": label, "box": list(box)})
+    evidence = [{"view_id": v, "t_start": 0.0, "t_end": 0.0, "entities": [int(e) for e in cand.evidence.get(v, [])]}
+                for v in gt]
+    return {
+        "task": task.name, "subset": task.subset, "granularity": task.granularity, "scene": ctx.scene.sid,
+        "question": cand.question, "listed": listed, "types": types, "answer_value": answer,
+        "gt_views": gt, "extra_views": extra, "marks": marks, "evidence": evidence,
+        "oracle_correct": oracle == answer, "oracle_key": key,
+        "meta": {"facts": cand.facts, "observations": cand.table,
+                 "verification": {"svi": check["svi"], "cvr": check["cvr"], "minimal": check["minimal"],
+                                  "single_view": check["single_view"], "oracle_answer": oracle,
+                                  "informative_extra": [v for v in extra if v in informative_views(
+                                      task.consistent, cand.table, cand.facts, [v], listed, nota)]}},
+    }
+
+
+def scene_questions(ctx: TaskContext, tasks: list[TaskDef], per_scene: int, max_tries: int = 40) -> list[dict]:
+    """Verified question records of one scene: up to ``per_scene`` per task."""
+    out = []
+    for task in tasks:
+        kept = tries = 0
+        seen_q = set()
+        for cand in task.propose(ctx):
+            tries += 1
+            if tries > max_tries or kept >= per_scene:
+                break
+            rec = verify_candidate(task, cand, ctx)
+            if rec is None:
+                continue
+            sig = (rec["question"], tuple(sorted(rec["listed"])), tuple(m["entity"] for m in rec["marks"]))
+            if sig in seen_q:
+                continue
+            seen_q.add(sig)
+            out.append(rec)
+            kept += 1
+    return out
