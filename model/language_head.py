@@ -79,6 +79,32 @@ class LanguageHead(nn.Module):
         """Token ids (...) -> LM input embeddings (..., width)."""
         return self.lm.get_input_embeddings()(ids)
 
+    def option_token_logprobs(self, first: torch.Tensor, rest: torch.Tensor,
+                              option_ids: torch.Tensor, option_mask: torch.Tensor) -> torch.Tensor:
+        """log p(option token j | context, option tokens < j), 0 at padding.
+
+        The vocabulary projection dominates the cost (~49k words per position), so it runs
+        only where needed: once per sample for the first token (its predictor, the last
+        context token, is shared by all options), and at non-padding positions after that.
+
+        Args:
+            first: (B, W) hidden state of the last context token.
+            rest: (B, O, Lo - 1, W) hidden states of option tokens 0 .. Lo - 2.
+            option_ids, option_mask: (B, O, Lo).
+        Returns:
+            (B, O, Lo) float log-probs.
+        """
+        head = self.lm.get_output_embeddings()
+        first_logprobs = F.log_softmax(head(first).float(), dim=-1)  # (B, vocab)
+        out = torch.zeros(option_ids.shape, dtype=first_logprobs.dtype, device=first.device)
+        out[:, :, 0] = first_logprobs.gather(1, option_ids[:, :, 0]) * option_mask[:, :, 0]
+        later = option_mask[:, :, 1:]
+        if later.any():
+            logprobs = F.log_softmax(head(rest[later]).float(), dim=-1)
+            targets = option_ids[:, :, 1:][later].unsqueeze(-1)
+            out[:, :, 1:][later] = logprobs.gather(1, targets).squeeze(-1)
+        return out
+
     def forward(self, prefix: torch.Tensor, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                 option_ids: torch.Tensor, option_mask: torch.Tensor,
                 option_valid: torch.Tensor) -> Dict[str, torch.Tensor]:
@@ -104,21 +130,23 @@ class LanguageHead(nn.Module):
         else:
             context = torch.cat([prefix, prompt], dim=1)  # (B, K + L, W)
             context_mask = torch.cat([prefix_mask, prompt_mask], dim=1)
-        # One sequence per (sample, option): [prefix | prompt | option]. The context is short
-        # and the LM small, so recomputing it O times is cheaper than a KV-cache dance.
-        embeds = torch.cat([context.unsqueeze(1).expand(b, o, k + length, w),
-                            self.embed(option_ids)], dim=2).reshape(b * o, -1, w)
-        mask = torch.cat([context_mask.unsqueeze(1).expand(b, o, -1), option_mask], dim=2)
-        mask = mask.reshape(b * o, -1)
-        positions = (mask.long().cumsum(1) - 1).clamp_min(0)
-        hidden = self.lm.base_model(inputs_embeds=embeds, attention_mask=mask.long(),
-                                    position_ids=positions).last_hidden_state
-        # Hidden state at (last context token + j) predicts option token j.
-        start = k + length - 1
-        predictors = hidden[:, start:start + lo]  # (B*O, Lo, W)
-        logprobs = F.log_softmax(self.lm.get_output_embeddings()(predictors).float(), dim=-1)
-        token_logprobs = logprobs.gather(-1, option_ids.reshape(b * o, lo, 1)).squeeze(-1)
-        token_logprobs = (token_logprobs * option_mask.reshape(b * o, lo)).view(b, o, lo)
+        # The context is shared by all options: encode it once, then run the O option
+        # continuations of each sample against its cached keys / values.
+        base = self.lm.base_model
+        context_positions = (context_mask.long().cumsum(1) - 1).clamp_min(0)
+        encoded = base(inputs_embeds=context, attention_mask=context_mask.long(),
+                       position_ids=context_positions, use_cache=True)
+        cache = encoded["cache"] if "cache" in encoded else encoded.past_key_values
+        cache.batch_repeat_interleave(o)
+        flat_option_mask = option_mask.reshape(b * o, lo)
+        mask = torch.cat([context_mask.repeat_interleave(o, dim=0), flat_option_mask], dim=1)
+        positions = context_positions[:, -1:].repeat_interleave(o, dim=0) + flat_option_mask.long().cumsum(1)
+        continued = base(inputs_embeds=self.embed(option_ids).reshape(b * o, lo, w),
+                         attention_mask=mask.long(), position_ids=positions,
+                         cache=cache).last_hidden_state.view(b, o, lo, w)
+        # The last context token predicts option token 0; option token j predicts token j + 1.
+        token_logprobs = self.option_token_logprobs(encoded.last_hidden_state[:, -1],
+                                                    continued[:, :, :-1], option_ids, option_mask)
         total = token_logprobs.sum(-1)
         count = option_mask.sum(-1).clamp_min(1).to(total.dtype)
         scores = total / count if self.cfg.length_norm else total

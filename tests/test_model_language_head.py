@@ -1,0 +1,33 @@
+"""Option scoring equals the plain causal-LM log-likelihood of each option after the context."""
+import torch
+
+from model.config import LanguageHeadConfig
+from model.language_head import LanguageHead, build_gpt2
+
+
+def test_cached_option_scores_match_full_sequence_loglik():
+    torch.manual_seed(0)
+    cfg = LanguageHeadConfig(vocab_size=50, layers=2, heads=2, max_positions=64)
+    head = LanguageHead(build_gpt2(cfg, width=16, dropout=0.0), cfg).eval()
+    prefix = torch.randn(2, 3, 16)
+    prompt_ids = torch.randint(1, 50, (2, 6))
+    prompt_mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    option_ids = torch.randint(1, 50, (2, 3, 4))
+    option_mask = torch.tensor([[[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 0, 0]],
+                                [[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0]]], dtype=torch.bool)
+    option_valid = option_mask.any(-1)
+    with torch.no_grad():
+        out = head(prefix, prompt_ids, prompt_mask, option_ids, option_mask, option_valid)
+        for i in range(2):
+            prompt = prompt_ids[i, prompt_mask[i]]
+            context = torch.cat([head.embed(prompt), prefix[i]])  # prompt, then prefix
+            for o in range(3):
+                ids = option_ids[i, o, option_mask[i, o]]
+                if len(ids) == 0:
+                    assert out["option_logits"][i, o] <= -1e3
+                    continue
+                seq = torch.cat([context, head.embed(ids)]).unsqueeze(0)
+                logp = head.lm(inputs_embeds=seq).logits.log_softmax(-1)[0]
+                n = len(context)
+                expected = logp[n - 1:n - 1 + len(ids)].gather(1, ids[:, None]).mean()
+                torch.testing.assert_close(out["option_logits"][i, o], expected, atol=1e-5, rtol=0)
