@@ -43,8 +43,19 @@ def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
             counts[r["answer_value"]] += 1
             n_nota += r["answer_value"] == NOTA
             hits += r["oracle_correct"]
-        kept_all.extend(kept)
-    return kept_all
+        kept_all.append(kept)
+    # no task may dominate: cap each at max_task_share of the split (kept in seeded order)
+    cap_task = math.ceil(cfg.tasks.max_task_share * sum(len(k) for k in kept_all))
+    return [r for kept in kept_all for r in _trim(kept, cap_task, cfg.options.none_share)]
+
+
+def _trim(kept: list[dict], cap: int, none_share: float) -> list[dict]:
+    """The first ``cap`` records, keeping the NOTA share (NOTA records counted separately)."""
+    if len(kept) <= cap:
+        return kept
+    nota = [r for r in kept if r["answer_value"] == NOTA][: round(none_share * cap)]
+    plain = [r for r in kept if r["answer_value"] != NOTA][: cap - len(nota)]
+    return plain + nota
 
 
 def assign_letters(records: list[dict], cfg, rng: np.random.Generator) -> None:
@@ -53,9 +64,11 @@ def assign_letters(records: list[dict], cfg, rng: np.random.Generator) -> None:
     by_task: dict[str, list[dict]] = {}
     for rec in records:
         by_task.setdefault(rec["task"], []).append(rec)
+    dealt = 0  # continue the round-robin across tasks so remainders do not all land on A
     for task in sorted(by_task):
         plain = [r for r in by_task[task] if r["answer_value"] != NOTA]
-        letters = [LETTERS[i % N_LISTED] for i in range(len(plain))]
+        letters = [LETTERS[(dealt + i) % N_LISTED] for i in range(len(plain))]
+        dealt += len(plain)
         letters = [letters[i] for i in rng.permutation(len(letters))]
         for rec, letter in zip(plain, letters):
             rec["options"], rec["answer"], rec["distractors"] = arrange(

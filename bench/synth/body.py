@@ -42,6 +42,8 @@ class Pose:
     reach_target: tuple | None = None
     drop: float = 0.0           # pelvis drop as a fraction of H (crouching)
     seat_z: float | None = None  # height of the surface the person sits on
+    foot_target: tuple | None = None  # world point for one ankle (a foot resting on an object)
+    foot_side: str | None = None      # "l" or "r": which foot rests on ``foot_target``
 
     def at(self, t: float) -> "Pose":
         """The pose at time t (static for now; motion will interpolate parameters here)."""
@@ -109,11 +111,15 @@ def joints(person: Person, t: float = 0.0) -> dict[str, np.ndarray]:
             knee = hip + np.array([THIGH * H, 0.01 * sign * H, 0.0])
             ankle = knee + np.array([0.03 * H, 0.0, -SHIN * H])
             ankle[2] = max(ankle[2], 0.045 * H)
+        elif pose.foot_target is not None and pose.foot_side == side:
+            ankle = rot.T @ (np.asarray(pose.foot_target, float) - origin)
+            knee, ankle = two_link(hip, ankle, THIGH * H, SHIN * H, np.array([1.0, 0.0, 0.3]))
         else:
             ankle = np.array([0.0, sign * 0.06 * H, 0.045 * H])
             knee, ankle = two_link(hip, ankle, THIGH * H, SHIN * H, np.array([1.0, 0.0, 0.0]))
         j[f"hip_{side}"], j[f"knee_{side}"], j[f"ankle_{side}"] = to_world(hip), to_world(knee), to_world(ankle)
-        j[f"toe_{side}"] = to_world(ankle + np.array([0.1 * H, 0.0, -0.02 * H]))
+        toe_drop = 0.0 if (pose.foot_target is not None and pose.foot_side == side) else -0.02 * H
+        j[f"toe_{side}"] = to_world(ankle + np.array([0.1 * H, 0.0, toe_drop]))
         shoulder = base + axis * 0.24 * H + np.array([0.0, sign * SHOULDER_Y * H, 0.0])
         state = pose.arms[side]
         if state == "reaching" and pose.reach_target is not None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from kornia.geometry.camera import project_points, unproject_points
-from kornia.utils import create_meshgrid
+from kornia.geometry import create_meshgrid
 
 
 @dataclass

@@ -65,12 +65,15 @@ def _scene_job(args) -> dict:
     img_dir.mkdir(parents=True, exist_ok=True)
     for v, out in renders.items():
         Image.fromarray(out.rgb).save(img_dir / f"{v}.png", **PNG_OPTS)
-    n_seen = [sum(r["seen"] for r in o["persons"].values()) for o in obs.values()]
-    occluded = [sum(r["visible"] and r["frac"] < 0.9 for r in o["persons"].values()) for o in obs.values()]
-    visible = [sum(r["visible"] for r in o["persons"].values()) for o in obs.values()]
+    # per view: people seen, people visible, visible people that are partly occluded
+    view_stats = {v: [sum(r["seen"] for r in o["persons"].values()), sum(r["visible"] for r in o["persons"].values()),
+                      sum(r["visible"] and r["frac"] < 0.9 for r in o["persons"].values())] for v, o in obs.items()}
+    for rec in records:
+        rec["meta"]["view_stats"] = view_stats
     return {"idx": idx, "sid": scene.sid, "split": split, "records": records,
             "cameras": [{"view_id": c.view_id, **c.to_json()} for c in scene.cameras],
-            "persons_per_image": n_seen, "occluded": sum(occluded), "visible": sum(visible)}
+            "persons_per_image": [st[0] for st in view_stats.values()],
+            "occluded": sum(st[2] for st in view_stats.values()), "visible": sum(st[1] for st in view_stats.values())}
 
 
 def _marks_job(args) -> int:

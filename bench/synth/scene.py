@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench.synth.body import ARM_REACH, SKINS, SHOULDER_Y, Person, Pose, person_entity, reach_shoulder, HAND_R
+from bench.synth.body import ARM_REACH, HAND_R, SHOULDER_Y, SKINS, Person, Pose, joints, person_entity, reach_shoulder
 from bench.synth.camera import Camera, sample_ring_cameras
 from bench.synth.primitives import COLOURS, Entity, Primitive
 
@@ -193,6 +193,28 @@ def _reach_person(rng, obj: SceneObject, height: float, gap: float, side: str) -
     return (float(root[0]), float(root[1])), yaw, drop, tuple(float(v) for v in target)
 
 
+def _foot_person(rng, obj: SceneObject, height: float, side: str) -> tuple | None:
+    """Root xy, yaw and ankle target for a person resting one foot on a ball or a low box."""
+    if not (obj.kind == "ball" or (obj.kind == "box" and obj.size["h"] <= 0.55)):
+        return None
+    ang = rng.uniform(0, 2 * math.pi)
+    direction = np.array([math.cos(ang), math.sin(ang)])
+    if obj.kind == "ball":
+        point, normal = np.array([obj.xy[0], obj.xy[1], 2 * obj.size["r"]]), np.array([0.0, 0.0, 1.0])
+    else:
+        point, normal = obj.contact_point(direction, rng)
+    # the foot capsule (radius 0.025 H) rests on the surface; the ankle is its back end
+    target = point + normal * (0.025 * height - 0.006)
+    yaw = math.atan2(-direction[1], -direction[0])
+    fwd = np.array([math.cos(yaw), math.sin(yaw)])
+    left = np.array([-math.sin(yaw), math.cos(yaw)])
+    target[:2] -= fwd * 0.04 * height  # toes over the top, ankle slightly behind it
+    root = target[:2] + direction * rng.uniform(0.22, 0.3) * height - left * 0.06 * height * (1 if side == "l" else -1)
+    if math.hypot(root[0] - obj.xy[0], root[1] - obj.xy[1]) < obj.radius + 0.1:
+        return None
+    return (float(root[0]), float(root[1])), yaw, tuple(float(v) for v in target)
+
+
 def sample_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
     """One random scene following ``cfg`` (a ``SynthConfig``)."""
     sc = cfg.scene
@@ -214,6 +236,8 @@ def sample_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
             plans.append((obj, "near"))
         if obj.can_seat() and rng.random() < 0.3:
             plans.append((obj, "sit"))
+        if rng.random() < 0.5:
+            plans.append((obj, "foot"))
     plans = [plans[i] for i in rng.permutation(len(plans))]
     for obj, kind in plans:
         if len(persons) >= n_persons:
@@ -228,6 +252,18 @@ def sample_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
             if rng.random() < 0.25:
                 arms["l" if rng.random() < 0.5 else "r"] = "raised"
             pose, xy, eff, gap = Pose("sit", arms, seat_z=obj.seat_height()), obj.xy, "seat", 0.0
+        elif kind == "foot":
+            side = "l" if rng.random() < 0.5 else "r"
+            placed = _foot_person(rng, obj, height, side)
+            if placed is None:
+                continue
+            xy, yaw, target = placed
+            arms = {"l": FREE_ARMS[rng.integers(4)], "r": FREE_ARMS[rng.integers(4)]}
+            pose, eff, gap = Pose("foot", arms, foot_target=target, foot_side=side), f"foot_{side}", 0.0
+            probe = Person(0, xy, yaw, height, "red", "black", None, (0, 0, 0), pose)
+            if np.linalg.norm(joints(probe)[f"ankle_{side}"] - np.asarray(target)) > 0.01:
+                continue
+            kind = "touch"
         else:
             side = "l" if rng.random() < 0.5 else "r"
             gap = float(rng.uniform(0.05, 0.25)) if kind == "near" else 0.0
@@ -237,6 +273,9 @@ def sample_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
             xy, yaw, drop, target = placed
             arms = {side: "reaching", ("r" if side == "l" else "l"): other}
             pose, eff = Pose(kind, arms, reach_target=target, drop=drop), f"hand_{side}"
+            probe = Person(0, xy, yaw, height, "red", "black", None, (0, 0, 0), pose)
+            if np.linalg.norm(joints(probe)[f"hand_{side}"] - np.asarray(target)) > 0.01:
+                continue  # the arm cannot reach exactly: contact (or the gap) would be wrong
         if any(math.hypot(xy[0] - q[0], xy[1] - q[1]) < 0.6 for q in taken) or any(
                 o is not obj and math.hypot(xy[0] - o.xy[0], xy[1] - o.xy[1]) < o.radius + 0.3 for o in objects):
             continue

@@ -202,10 +202,13 @@ def propose_limb_contact(ctx: TaskContext):
                          "dir": direction_to_camera(ctx.cams[v], target.centre()),
                          "parts": {EFFECTOR_TEXT[e]: ctx.obs[v]["pairs"][(person.pid, target.oid)][e] for e in EFFECTORS}}
                      for v in ctx.views}
-            other_hand = "left hand" if truth == "right hand" else "right hand"
-            feet = [("left foot", "foot"), ("right foot", "foot"), ("head", "head")]
-            feet = [feet[k] for k in rng.permutation(3)]
-            opts = categorical_options(truth, [(other_hand, "other_hand")] + feet, [], rng, nota)
+            side, limb = contact["effector"][-1], contact["effector"][:-2]
+            mirror = EFFECTOR_TEXT[f"{limb}_{'r' if side == 'l' else 'l'}"]
+            other_limb = "foot" if limb == "hand" else "hand"
+            rest = [(EFFECTOR_TEXT[f"{other_limb}_{s}"], f"other_limb") for s in ("l", "r")] + [("head", "head")]
+            # 4-option mode lists exactly the four hands and feet, so every listed part is a possible answer
+            rest = [rest[k] for k in rng.permutation(2)] + ([rest[2]] if nota else [])
+            opts = categorical_options(truth, [(mirror, f"other_{limb}")] + rest, [], rng, nota)
             if opts is None:
                 continue
             facts = {"mark_view": a, "person": person.pid, "domain": domain,
