@@ -97,7 +97,7 @@ class ViewEncoder(nn.Module):
             spatial = spatial + self.camera(rays, batch["has_camera"])
         time = self.time(batch["frame_time"].to(patches.dtype))  # (B, V, T, D)
         tokens = self.patch_proj(patches) + spatial.unsqueeze(2) + time.unsqueeze(3)
-        tokens = self.drop(tokens)
-        frame = self.pooled_proj(batch["pooled"]) + tokens.mean(dim=3)
+        # Dropout on the frame token only: masking every patch costs ~10 % of a CPU step.
+        frame = self.drop(self.pooled_proj(batch["pooled"]) + tokens.mean(dim=3))
         return {"patch": self.norm(tokens), "frame": self.norm(frame), "offset": offset,
                 "grid": (gh, gw)}
