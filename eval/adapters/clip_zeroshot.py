@@ -1,0 +1,103 @@
+"""CLIP zero-shot: score each option's text against the query's images with open_clip.
+
+``--model clip-zeroshot --model-arg arch=ViT-B-32 --model-arg pretrained=openai`` (a tag whose
+weights are already in the local open_clip/HF cache, or a local checkpoint file). Each option
+becomes a caption (``template``, default "{question} {option}"); its score is the cosine
+similarity to every frame of every view, averaged. It reads no camera and no view order: a
+floor for "image-text matching without reasoning".
+
+``pretrained=""`` builds the architecture with RANDOM weights (useful only as a plumbing test);
+that is announced loudly at construction and written into every prediction's ``meta``
+(``pretrained: false`` plus a warning), since report.md has no place for adapter warnings.
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.validate import LETTERS
+from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.registry import register_model
+
+RANDOM_WARNING = ("clip-zeroshot: NO pretrained weights (pretrained=''): the CLIP backbone is randomly "
+                  "initialised, so its scores carry no image-text meaning; use pretrained=TAG or a local file")
+
+
+@register_model("clip-zeroshot")
+class ClipZeroShot(ModelAdapter):
+    """open_clip image-text similarity per option (mean over images); no generation."""
+
+    @dataclass
+    class Args:
+        arch: str = "ViT-B-32"  # open_clip model name (python -c "import open_clip; print(open_clip.list_models())")
+        pretrained: str = ""  # open_clip tag (cached locally) or checkpoint file; "" = RANDOM weights
+        model_config: str = ""  # optional JSON model config registered with open_clip; arch = its file stem
+        template: str = "{question} {option}"  # caption per option; fields: question, option, letter
+        init_seed: int = 0  # seeds random weights (pretrained="")
+        device: str = "auto"  # auto | cpu | cuda
+
+    def __init__(self, args=None):
+        super().__init__(args)
+        try:
+            self.args.template.format(question="q", option="o", letter="A")
+        except (KeyError, IndexError, ValueError) as err:
+            raise ValueError(f"template={self.args.template!r}: {err!r}; fields are question, option, letter")
+        self.pretrained = bool(self.args.pretrained)
+        if not self.pretrained:
+            warnings.warn(RANDOM_WARNING, stacklevel=2)
+            print(f"WARNING {RANDOM_WARNING}", file=sys.stderr)
+        self._build()
+
+    def _build(self) -> None:
+        import open_clip
+        import torch
+        if self.args.model_config:
+            if not Path(self.args.model_config).is_file():
+                raise ValueError(f"model_config={self.args.model_config}: no such file")
+            open_clip.add_model_config(self.args.model_config)
+        if self.args.arch not in open_clip.list_models():
+            raise ValueError(f"arch={self.args.arch!r} is not an open_clip model (see open_clip.list_models())")
+        self.device = self.args.device
+        if self.device == "auto":
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(self.args.init_seed)
+                model, _, preprocess = open_clip.create_model_and_transforms(
+                    self.args.arch, pretrained=self.args.pretrained or None, load_weights=self.pretrained,
+                    device=self.device)
+        except Exception as err:  # offline cache miss, bad file: one line for the user, not a traceback
+            raise ValueError(f"cannot build open_clip {self.args.arch} with pretrained={self.args.pretrained!r}: "
+                             f"{type(err).__name__}: {err}") from None
+        self.model = model.eval()
+        self.preprocess = preprocess
+        self.tokenizer = open_clip.get_tokenizer(self.args.arch)
+
+    def _captions(self, request: Request) -> list[str]:
+        q = request.sample.question.strip()
+        return [self.args.template.format(question=q, option=opt, letter=LETTERS[i])
+                for i, opt in enumerate(request.options)]
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        import torch
+        from PIL import Image
+        meta = {"pretrained": self.pretrained, "arch": self.args.arch, "score": "mean_cosine_over_images"}
+        if not self.pretrained:
+            meta["warning"] = RANDOM_WARNING
+        out = []
+        for r in requests:
+            if not r.image_paths:  # a text-only request (fallback extraction): CLIP cannot answer
+                out.append(Response(text="", meta={**meta, "error": "no images"}))
+                continue
+            images = []
+            for p in r.image_paths:
+                with Image.open(p) as im:
+                    images.append(self.preprocess(im.convert("RGB")))
+            with torch.inference_mode():
+                img = self.model.encode_image(torch.stack(images).to(self.device), normalize=True)  # (n_img, d)
+                txt = self.model.encode_text(self.tokenizer(self._captions(r)).to(self.device), normalize=True)
+                sims = img @ txt.T  # (n_img, n_options) cosine similarities
+            out.append(Response(scores=sims.mean(0).float().cpu().tolist(), meta=dict(meta)))
+        return out

@@ -1,0 +1,49 @@
+"""CLIP zero-shot adapter on a tiny random open_clip config: per-option scores through the
+evaluator, and a loud, recorded warning that the weights are random."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eval.__main__ import main
+from eval.adapters import build_model
+from eval.adapters.clip_zeroshot import RANDOM_WARNING
+from tiny_bench import make_tiny_benchmark
+
+TINY_CLIP = {"embed_dim": 16,
+             "vision_cfg": {"image_size": 32, "layers": 1, "width": 16, "patch_size": 8, "head_width": 8},
+             "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 16, "heads": 2, "layers": 1}}
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    path = tmp_path / "tiny-clip-test.json"
+    path.write_text(json.dumps(TINY_CLIP))
+    return path
+
+
+def test_scores_every_option_and_says_it_is_random(tmp_path, tiny_config, capsys):
+    bench = make_tiny_benchmark(tmp_path / "b", n_scenes=2)
+    out = tmp_path / "o"
+    with pytest.warns(UserWarning, match="NO pretrained weights"):
+        code = main(["run", "--bench", str(bench), "--model", "clip-zeroshot", "--model-arg", "arch=tiny-clip-test",
+                     "--model-arg", f"model_config={tiny_config}", "--out", str(out), "--settings", "+0,+2,all",
+                     "--no-progress", "--no-plots", "--n-boot", "20"])
+    assert code == 0
+    assert f"WARNING {RANDOM_WARNING}" in capsys.readouterr().err
+    recs = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert recs and all(len(r["scores"]) == r["n_options"] and r["method"] == "scores" for r in recs)
+    assert all(-1.0 <= v <= 1.0 for r in recs for v in r["scores"])
+    assert all(r["meta"]["pretrained"] is False and r["meta"]["warning"] == RANDOM_WARNING for r in recs)
+    assert json.loads((out / "run.json").read_text())["model_args"]["pretrained"] == ""
+
+
+def test_template_and_arch_errors(tiny_config):
+    with pytest.raises(ValueError, match="fields are question"):
+        build_model("clip-zeroshot", {"template": "{nope}"})
+    with pytest.raises(ValueError, match="not an open_clip model"):
+        build_model("clip-zeroshot", {"arch": "no-such-arch"})
+    with pytest.raises(ValueError, match="cannot build"):
+        build_model("clip-zeroshot", {"arch": "tiny-clip-test", "model_config": str(tiny_config),
+                                      "pretrained": str(tiny_config.parent / "missing.pt")})
