@@ -170,3 +170,54 @@ def test_prompt_splitting_and_token_accounting():
     assert per_view_tokens(_request([1, 2]), [2, 1, 3]) == [2, 4]
     assert per_view_tokens(_request([1]), [2, 1]) is None
     assert tile_grid(1920, 1080, 448, 6) == (3, 2) and tile_grid(100, 100, 448, 6) == (1, 1)
+
+
+FAKE_CONFIG = '''
+from transformers import PretrainedConfig
+
+class FakeInternVLConfig(PretrainedConfig):
+    model_type = "internvl_chat"
+'''
+FAKE_MODEL = '''
+import torch
+from transformers import PreTrainedModel
+from .configuration_fake import FakeInternVLConfig
+
+class FakeInternVLChat(PreTrainedModel):
+    """Stands in for OpenGVLab's remote code: checks what chat() receives and reports it."""
+    config_class = FakeInternVLConfig
+    num_image_token = 4
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.post_init()
+
+    def chat(self, tokenizer, pixel_values, question, generation_config, num_patches_list=None):
+        assert question.count("<image>") == len(num_patches_list)
+        assert pixel_values.shape[0] == sum(num_patches_list) and tuple(pixel_values.shape[1:]) == (3, 56, 56)
+        assert generation_config["do_sample"] is False
+        return "B"
+'''
+
+
+def test_internvl_remote_code_path(bench, tmp_path):
+    """trust_remote_code=true loads the folder's own model code and calls its chat() per query."""
+    from safetensors.torch import save_file
+    import torch
+    from tiny_mllm import build_tokenizer
+    folder = tmp_path / "remote"
+    folder.mkdir()
+    (folder / "configuration_fake.py").write_text(FAKE_CONFIG)
+    (folder / "modeling_fake.py").write_text(FAKE_MODEL)
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "internvl_chat", "architectures": ["FakeInternVLChat"], "force_image_size": 56,
+        "auto_map": {"AutoConfig": "configuration_fake.FakeInternVLConfig", "AutoModel": "modeling_fake.FakeInternVLChat"}}))
+    save_file({"w": torch.zeros(1)}, str(folder / "model.safetensors"))
+    build_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"]).save_pretrained(folder)
+    records = _run(bench, tmp_path / "r", "internvl", f"path={folder}", "trust_remote_code=true",
+                   "resolution=fixed:112x56", "max_tiles=2")
+    # 112x56 -> 2 tiles + thumbnail per frame, 4 tokens a tile
+    assert all(r["letter"] == "B" and r["meta"]["remote_code"] for r in records)
+    assert all(r["meta"]["tiles"] == [3] * len(r["view_order"]) for r in records)
+    assert all(set(r["meta"]["image_tokens_per_view"]) == {12} for r in records)
