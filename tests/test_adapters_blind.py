@@ -75,16 +75,24 @@ def test_generate_answers_without_opening_images(blind, bench, tmp_path, monkeyp
     def no_images(*args, **kwargs):
         raise AssertionError("the blind baseline opened an image")
     monkeypatch.setattr(Image, "open", no_images)
-    s = _evaluate(loaded, blind, tmp_path / "g")
+    asked = []
+    real = blind._generate_batch
+    monkeypatch.setattr(blind, "_generate_batch", lambda reqs: asked.extend(reqs) or real(reqs))
+    s = _evaluate(loaded, blind, tmp_path / "g", settings="+0,+1,all")
     recs = [json.loads(x) for x in (tmp_path / "g" / "predictions.jsonl").read_text().splitlines()]
     assert type(blind).blind is True and all(r["meta"]["blind"] for r in recs)
     assert all(r["raw"] for r in recs) and s["parse_failure_rate"] < 100.0
-    assert s["n_queries"] == len(recs) == 4
+    assert s["n_queries"] == len(recs) == 7
+    assert len(asked) == 4  # one forward per distinct question: +0 and +1 share the blind prompt
+    by_sample = {}
+    for r in recs:
+        by_sample.setdefault(r["sample_id"], set()).add(r["raw"])
+    assert all(len(raws) == 1 for raws in by_sample.values())
 
 
-def _evaluate(bench, model, out, **kw):
+def _evaluate(bench, model, out, settings="+0,all", **kw):
     from eval.runner import evaluate
-    return evaluate(bench, model, out, settings="+0,all", batch_size=4, **FAST, **kw)
+    return evaluate(bench, model, out, settings=settings, batch_size=4, **FAST, **kw)
 
 
 @pytest.mark.slow

@@ -101,6 +101,7 @@ class BlindLLM(ModelAdapter):
             raise ValueError("max_new_tokens must be >= 1 and max_batch >= 0")
         self.weights = resolve_weights(self.args.path, self.args.gguf_file)  # fail early on a bad path
         self.tok = self.model = None
+        self._memo: dict[tuple, Response] = {}  # (blind prompt, options) -> answer, for this run
 
     def _load(self) -> None:
         if self.model is None:
@@ -120,13 +121,24 @@ class BlindLLM(ModelAdapter):
         return prompt + "\nAnswer:"  # a base LM without a chat template
 
     def generate(self, requests: list[Request]) -> list[Response]:
+        """Answers, computed once per distinct (prompt, options): without images every setting
+        of a sample asks the same question, so +0..+k and -1 cost one forward, not five.
+        Greedy decoding is deterministic, so a remembered answer is the answer."""
         self._load()
-        step = self.args.max_batch or len(requests) or 1
+        keys = [(blind_prompt(r), tuple(r.options)) for r in requests]
+        todo: dict[tuple, Request] = {}
+        for key, r in zip(keys, requests):
+            if key not in self._memo and key not in todo:
+                todo[key] = r
+        step = self.args.max_batch or len(todo) or 1
         run = self._generate_batch if self.args.mode == "generate" else self._score_batch
-        out: list[Response] = []
-        for i in range(0, len(requests), step):
-            out += run(requests[i:i + step])
-        return out
+        pending = list(todo.items())
+        for i in range(0, len(pending), step):
+            chunk = pending[i:i + step]
+            for (key, _), resp in zip(chunk, run([r for _, r in chunk])):
+                self._memo[key] = resp
+        return [Response(text=self._memo[k].text, scores=self._memo[k].scores, meta=dict(self._memo[k].meta))
+                for k in keys]
 
     def _generate_batch(self, requests: list[Request]) -> list[Response]:
         import torch
