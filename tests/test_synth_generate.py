@@ -67,3 +67,14 @@ def test_overrides_are_type_checked():
     with pytest.raises(ConfigError):
         load_config(SynthConfig, None, ["no_such_key=1"])
     assert load_config(SynthConfig, "configs/bench/default.yaml", ["seed=7"]).seed == 7
+
+
+def test_cvbench_mode_has_none_of_the_above_last(tmp_path: Path):
+    cfg = load_config(SynthConfig, None, ["n_scenes=6", "render.width=48", "render.height=48", "workers=1",
+                                          "options.mode=cvbench", "options.none_share=0.3"])
+    generate(cfg, tmp_path / "b", progress=False)
+    samples = [s for split in ("train", "val", "test") if (tmp_path / "b" / split).exists()
+               for s in load_benchmark(tmp_path / "b" / split).samples]
+    assert samples and all(len(s.options) == 5 and s.options[-1] == "None of the above" for s in samples)
+    report = check(tmp_path / "b")
+    assert report["svi_rate"] == 1.0 and report["cvr_rate"] == 1.0

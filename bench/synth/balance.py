@@ -1,7 +1,8 @@
 """Selection and letter assignment so that text alone predicts nothing.
 
 Per split and task, in a seeded order, a verified question is kept unless it would
-- push its answer value above ``value_cap`` x the task's mean count per value,
+- push its answer value (``value_key``) above ``value_cap`` x the count of the rarest common
+  value (values with at least ``major_value_share`` of the task), flattening the answer prior,
 - push "None of the above" answers above ``options.none_share`` (5-option mode), or
 - (MVN) push the single-view oracle's hits above chance: a question the best single view
   happens to get right is kept only while such hits stay within 1 / n_options of the task.
@@ -17,6 +18,19 @@ import numpy as np
 from bench.synth.options import LETTERS, NOTA, N_LISTED, arrange
 
 
+OBJECT_TASKS = ("person_object_contact", "relation")
+
+
+def value_key(rec: dict) -> str:
+    """What a text-only model could latch on to: the answer value, or for object answers
+    ("red box") the object kind, since which kinds get touched is not uniform."""
+    if rec.get("value_key"):
+        return rec["value_key"]
+    if rec["task"] in OBJECT_TASKS:
+        return rec["answer_value"].split()[-1]
+    return rec["answer_value"]
+
+
 def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
     """Balanced subset of ``records`` (question records from ``verify_candidate``)."""
     nota_mode = cfg.options.mode == "cvbench"
@@ -28,25 +42,39 @@ def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
     for task in sorted(by_task):
         recs = by_task[task]
         recs = [recs[i] for i in rng.permutation(len(recs))]
-        values = Counter(r["answer_value"] for r in recs if r["answer_value"] != NOTA)
-        cap = math.ceil(cfg.tasks.value_cap * sum(values.values()) / max(len(values), 1))
+        recs = _oracle_filter(recs, chance)  # first, so the value caps see what the oracle cap leaves
+        values = Counter(value_key(r) for r in recs if r["answer_value"] != NOTA)
+        total = sum(values.values())
+        major = [c for c in values.values() if c >= cfg.tasks.major_value_share * total] or [total]
+        cap = math.ceil(cfg.tasks.value_cap * min(major))
         counts, kept, n_nota, hits = Counter(), [], 0, 0
         for r in recs:
             if r["answer_value"] == NOTA:
                 if n_nota + 1 > cfg.options.none_share * (len(kept) + 1):
                     continue
-            elif counts[r["answer_value"]] >= cap:
+            elif counts[value_key(r)] >= cap:
                 continue
             if r["subset"] == "MVN" and r["oracle_correct"] and hits + 1 > chance * (len(kept) + 1):
                 continue
             kept.append(r)
-            counts[r["answer_value"]] += 1
+            counts[value_key(r)] += 1
             n_nota += r["answer_value"] == NOTA
             hits += r["oracle_correct"]
         kept_all.append(kept)
     # no task may dominate: cap each at max_task_share of the split (kept in seeded order)
     cap_task = math.ceil(cfg.tasks.max_task_share * sum(len(k) for k in kept_all))
     return [r for kept in kept_all for r in _trim(kept, cap_task, cfg.options.none_share)]
+
+
+def _oracle_filter(recs: list[dict], chance: float) -> list[dict]:
+    """Drop MVN questions the single-view oracle gets right beyond a chance share (prefix-wise)."""
+    out, hits = [], 0
+    for r in recs:
+        if r["subset"] == "MVN" and r["oracle_correct"] and hits + 1 > chance * (len(out) + 1):
+            continue
+        out.append(r)
+        hits += r["oracle_correct"]
+    return out
 
 
 def _trim(kept: list[dict], cap: int, none_share: float) -> list[dict]:

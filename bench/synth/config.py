@@ -72,7 +72,8 @@ class OptionConfig:
 class TaskConfig:
     enabled: list[str] = field(default_factory=lambda: list(ALL_TASKS))
     per_scene: int = 2            # verified questions kept per task and scene (before balancing)
-    value_cap: float = 1.0        # an answer value may appear at most this times the task's mean count
+    value_cap: float = 1.0        # an answer value may appear at most this times the rarest common value
+    major_value_share: float = 0.08  # values with at least this share of a task count as common
     max_task_share: float = 0.2   # no task takes more than this share of a split
     mvn_extra_views: int = 2      # size of extra_views for MVN questions
     svs_extra_views: int = 3      # size of extra_views for SVS questions

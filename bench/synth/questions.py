@@ -79,7 +79,7 @@ def verify_candidate(task: TaskDef, cand: Candidate, ctx: TaskContext) -> dict |
                 for v in gt]
     return {
         "task": task.name, "subset": task.subset, "granularity": task.granularity, "scene": ctx.scene.sid,
-        "question": cand.question, "listed": listed, "types": types, "answer_value": answer,
+        "question": cand.question, "listed": listed, "value_key": cand.value_key, "types": types, "answer_value": answer,
         "gt_views": gt, "extra_views": extra, "marks": marks, "evidence": evidence,
         "oracle_correct": oracle == answer, "oracle_key": key,
         "meta": {"facts": cand.facts, "observations": cand.table,

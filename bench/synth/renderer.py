@@ -124,6 +124,9 @@ def render(entities: list[Entity], cam: Camera, cfg, shadows: list[tuple[float, 
     part = torch.zeros((H, W), dtype=torch.int16)
     albedo = torch.zeros((H, W, 3))
     normal = torch.zeros((H, W, 3))
+    # flat views of the buffers: entities write their winning pixels by flat index
+    depth_f, inst_f, part_f = depth.view(-1), inst.view(-1), part.view(-1)
+    albedo_f, normal_f = albedo.view(-1, 3), normal.view(-1, 3)
     out = RenderOutput(None, None, None, None)
     for ent in entities:
         box = pixel_box(ent, cam)
@@ -142,21 +145,15 @@ def render(entities: list[Entity], cam: Camera, cfg, shadows: list[tuple[float, 
         for pid, cnt in enumerate(torch.bincount(parts_hit).tolist()):
             if cnt and pid:
                 out.amodal_part_px[(ent.eid, pid)] = cnt
-        cur = depth[y0:y1, x0:x1].reshape(-1)
-        win = hit & (t < cur)
+        flat = (torch.arange(y0, y1)[:, None] * W + torch.arange(x0, x1)[None, :]).reshape(-1)
+        win = hit & (t < depth_f[flat])
         idx = win.nonzero().squeeze(1)
         if len(idx) == 0:
             continue
-        kw, tw = k[idx], t[idx]
+        kw, tw, pix = k[idx], t[idx], flat[idx]
         pts = o + tw[:, None] * d[idx]
-        # crops of non-contiguous views: edit copies, then write them back
-        dep_c, ins_c, par_c, alb_c, nor_c = (buf[y0:y1, x0:x1].clone() for buf in (depth, inst, part, albedo, normal))
-        dep_f, ins_f, par_f = dep_c.reshape(-1), ins_c.reshape(-1), par_c.reshape(-1)
-        alb_f, nor_f = alb_c.reshape(-1, 3), nor_c.reshape(-1, 3)
-        dep_f[idx], ins_f[idx], par_f[idx] = tw, ent.eid, packed.part[kw]
-        alb_f[idx], nor_f[idx] = packed.colour[kw], packed.normals(pts, kw)
-        depth[y0:y1, x0:x1], inst[y0:y1, x0:x1], part[y0:y1, x0:x1] = dep_c, ins_c, par_c
-        albedo[y0:y1, x0:x1], normal[y0:y1, x0:x1] = alb_c, nor_c
+        depth_f[pix], inst_f[pix], part_f[pix] = tw, ent.eid, packed.part[kw]
+        albedo_f[pix], normal_f[pix] = packed.colour[kw], packed.normals(pts, kw)
     # floor z = 0 takes part in the depth test (it hides what is below it)
     t_floor = torch.where(dirs[..., 2] < -1e-6, -o[2] / dirs[..., 2], torch.full((H, W), INF))
     floor = torch.isfinite(t_floor) & (t_floor < depth)

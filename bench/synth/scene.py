@@ -14,11 +14,13 @@ from bench.synth.body import ARM_REACH, HAND_R, SHOULDER_Y, SKINS, Person, Pose,
 from bench.synth.camera import Camera, sample_ring_cameras
 from bench.synth.primitives import COLOURS, Entity, Primitive
 
-SHIRTS = ["red", "blue", "green", "yellow", "orange", "purple", "white", "pink", "cyan"]
-TROUSERS = ["black", "blue", "grey", "brown", "white", "green"]
+# One palette for shirts, trousers and objects: a colour's name then says nothing about which
+# of them it belongs to, so a text-only model cannot tell a shirt answer from a distractor.
+SHIRTS = list(COLOURS)
+TROUSERS = list(COLOURS)
 HATS = ["red", "yellow", "black", "white", "blue"]
 OBJECT_KINDS = ["box", "ball", "pole", "chair"]
-OBJECT_COLOURS = ["red", "blue", "green", "yellow", "orange", "purple", "white", "black", "brown", "cyan"]
+OBJECT_COLOURS = list(COLOURS)
 OBJECT_ID0 = 11
 FREE_ARMS = ["down", "down", "side", "hip"]
 
@@ -236,7 +238,7 @@ def sample_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
             plans.append((obj, "near"))
         if obj.can_seat() and rng.random() < 0.3:
             plans.append((obj, "sit"))
-        if rng.random() < 0.5:
+        if rng.random() < 0.7:
             plans.append((obj, "foot"))
     plans = [plans[i] for i in rng.permutation(len(plans))]
     for obj, kind in plans:
@@ -299,7 +301,9 @@ def sample_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
         taken.append(xy)
     for person, shirt in zip(persons, shirts):  # appearance, after the count is final
         person.shirt = shirt
-        person.trousers = TROUSERS[rng.integers(len(TROUSERS))]
+        person.trousers = shirt
+        while person.trousers == shirt:  # same-colour outfits would hide the trousers cue
+            person.trousers = TROUSERS[rng.integers(len(TROUSERS))]
         person.hat = HATS[rng.integers(len(HATS))] if rng.random() < sc.hat_prob else None
         person.skin = SKINS[rng.integers(len(SKINS))]
     n_cams = int(rng.integers(cfg.scene.min_cameras, cfg.scene.max_cameras + 1))

@@ -53,6 +53,7 @@ class Candidate:
     marks: list[tuple[str, int, str]] = field(default_factory=list)   # (view_id, entity, label)
     evidence: dict[str, list[int]] = field(default_factory=dict)      # view_id -> entity ids it shows
     golden: str | None = None         # SVS: the view that must decide the question
+    value_key: str | None = None      # what answer balancing flattens (default: the answer value)
 
 
 def seen_persons(obs: dict) -> list[int]:

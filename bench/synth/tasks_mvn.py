@@ -51,7 +51,8 @@ def propose_dedup(ctx: TaskContext):
     def make_options(gt):
         svc = max(len(table[v]["seen"]) for v in gt)
         naive = sum(len(table[v]["seen"]) for v in gt)
-        return numeric_options(n, [(svc, "single_view_count"), (naive, "naive_sum")], 1, MAX_COUNT, ctx.rng, nota)
+        hi = ctx.cfg.scene.max_persons + 1  # values far above any scene's head count would be free eliminations
+        return numeric_options(n, [(svc, "single_view_count"), (naive, "naive_sum")], 1, hi, ctx.rng, nota)
 
     yield Candidate("dedup_count", QUESTIONS["dedup_count"], str(n), nota, {"n_persons": n, "domain": COUNTS}, table, make_options,
                     evidence={v: [int(p) for p in table[v]["seen"]] for v in ctx.views})
@@ -85,7 +86,7 @@ def propose_action(ctx: TaskContext):
     def make_options(gt):
         per_view = [sum(1 in a for a in table[v]["arms"].values()) for v in gt]
         typed = [(max(per_view), "single_view_count"), (sum(per_view), "naive_sum"), (len(persons), "all_people")]
-        return numeric_options(truth, typed, 0, MAX_COUNT, ctx.rng, nota)
+        return numeric_options(truth, typed, 0, ctx.cfg.scene.max_persons, ctx.rng, nota)
 
     yield Candidate("action_count", QUESTIONS["action_count"], str(truth), nota,
                     {"persons": [str(p.pid) for p in persons], "domain": COUNTS}, table, make_options,
@@ -195,6 +196,8 @@ def propose_limb_contact(ctx: TaskContext):
         if not contact or contact["kind"] != "touch":
             continue
         target = scene.obj(contact["object"])
+        if target.kind not in ("ball", "box"):
+            continue  # poles and chairs are only touched by hands: the object name would give it away
         truth = EFFECTOR_TEXT[contact["effector"]]
         for a in _mark_views(ctx, person.pid)[:2]:
             nota = ctx.want_nota()
@@ -215,6 +218,7 @@ def propose_limb_contact(ctx: TaskContext):
                      "confirm_angle": ctx.cfg.observe.confirm_angle}
             yield Candidate("limb_contact", QUESTIONS["limb_contact"].format(obj=target.name), truth, nota, facts,
                             table, lambda gt, o=opts: o, marks=[(a, person.pid, "1")],
+                            value_key=f"{target.kind}|{truth}",
                             evidence={v: [person.pid, target.oid] for v in ctx.views if table[v]["ident"]})
 
 
