@@ -17,6 +17,7 @@ Standard library only (urllib).
 from __future__ import annotations
 
 import base64
+import http.client
 import io
 import json
 import os
@@ -137,7 +138,8 @@ class OpenAICompatible(ModelAdapter):
                 retry_after = err.headers.get("Retry-After") if err.headers else None
                 if retry_after and retry_after.replace(".", "", 1).isdigit():
                     wait = min(60.0, max(wait, float(retry_after)))
-            except (urllib.error.URLError, socket.timeout, ConnectionError, json.JSONDecodeError) as err:
+            except (urllib.error.URLError, http.client.HTTPException, socket.timeout, ConnectionError,
+                    json.JSONDecodeError) as err:  # dropped connections, half replies: worth retrying
                 last = f"{type(err).__name__} from {self.url}: {getattr(err, 'reason', err)}"
             if attempt < self.args.retries:
                 time.sleep(wait)
