@@ -147,6 +147,7 @@ def test_dedup_on_a_rendered_hand_built_scene():
 
     cfg = SynthConfig()
     cfg.render.width = cfg.render.height = 64
+    cfg.scene.max_persons = 4  # answer support 1-4 for this two-person scene
     people = [Person(1, (1.0, 0.0), 0.0, 1.7, "red", "black", None, (230, 190, 150), Pose()),
               Person(2, (-1.0, 0.0), 0.0, 1.7, "blue", "grey", None, (230, 190, 150), Pose())]
     wall = SceneObject(11, "box", "white", (0.0, 0.0), 0.0, {"w": 0.3, "d": 6.0, "h": 2.5})

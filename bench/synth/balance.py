@@ -61,7 +61,7 @@ def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
             n_nota += r["answer_value"] == NOTA
             hits += r["oracle_correct"]
         kept_all.append(kept)
-    # no task may dominate: cap each at max_task_share of the split (kept in seeded order)
+    # no task may dominate: cap each at max_task_share of the split
     cap_task = math.ceil(cfg.tasks.max_task_share * sum(len(k) for k in kept_all))
     return [r for kept in kept_all for r in _trim(kept, cap_task, cfg.options.none_share)]
 
@@ -78,11 +78,20 @@ def _oracle_filter(recs: list[dict], chance: float) -> list[dict]:
 
 
 def _trim(kept: list[dict], cap: int, none_share: float) -> list[dict]:
-    """The first ``cap`` records, keeping the NOTA share (NOTA records counted separately)."""
+    """At most ``cap`` records, taken round-robin over answer values so the trimmed task stays
+    as flat as the untrimmed one ("None of the above" keeps its share)."""
     if len(kept) <= cap:
         return kept
     nota = [r for r in kept if r["answer_value"] == NOTA][: round(none_share * cap)]
-    plain = [r for r in kept if r["answer_value"] != NOTA][: cap - len(nota)]
+    groups: dict[str, list[dict]] = {}
+    for r in kept:
+        if r["answer_value"] != NOTA:
+            groups.setdefault(value_key(r), []).append(r)
+    plain, queues = [], [list(g) for g in groups.values()]
+    while len(plain) < cap - len(nota) and any(queues):
+        for q in queues:
+            if q and len(plain) < cap - len(nota):
+                plain.append(q.pop(0))
     return plain + nota
 
 

@@ -49,9 +49,12 @@ def draw_marks(image: Image.Image, marks: list[dict]) -> Image.Image:
             draw.rectangle([x0 - lw, y0 - lw, x1 + lw - 1, y1 + lw - 1], outline=OUTLINE, width=lw + 1)
             draw.rectangle([x0, y0, x1 - 1, y1 - 1], outline=colour, width=lw)
             tx, ty = x0, y0 - size - 2
-            if ty < 0:
-                ty = y1 + 1 if y1 + size + 2 < h else y0
+            if ty < 0:  # no room above: inside the box's top-left corner, so it stays on its box
+                tx, ty = x0 + lw + 1, y0 + lw + 1
         bbox = draw.textbbox((tx, ty), label, font=font)
+        if bbox[2] >= w:  # keep the label inside the image
+            tx -= bbox[2] - w + 2
+            bbox = draw.textbbox((tx, ty), label, font=font)
         draw.rectangle([bbox[0] - 2, bbox[1] - 1, bbox[2] + 1, bbox[3] + 1], fill=colour, outline=OUTLINE)
         draw.text((tx, ty), label, fill=OUTLINE, font=font)
     return img

@@ -44,31 +44,28 @@ def categorical_options(truth: str, typed: list[tuple[str, str]], pool: list[str
 
 def numeric_options(truth: int, typed: list[tuple[int, str]], lo: int, hi: int, rng: np.random.Generator,
                     nota_answer: bool) -> tuple[list[str], dict[str, str]] | None:
-    """Counting options: typed negatives (single-view count, naive sum, ...) plus near values.
+    """Counting options drawn from the task's answer support ``[lo, hi]``.
 
-    The truth's rank among the listed numbers is drawn uniformly from the feasible ranks, so
-    "the middle value is right" carries no signal.
+    Typed negatives (single-view count, naive sum, ...) inside the support come first; the
+    rest are drawn uniformly from the support. Because balancing flattens the answers over the
+    same support, every listed number is right about equally often: neither the value nor
+    its rank ("the middle one") tells a text-only model anything. A truth outside the support
+    gives None (the question is dropped), and so do typed values outside it.
     """
-    typed = [(v, k) for v, k in typed if lo <= v <= hi and v != truth]
-    n_true = 0 if nota_answer else 1
-    need = N_LISTED - n_true
-    below_all = [v for v in range(lo, truth)]
-    above_all = [v for v in range(truth + 1, hi + 1)]
-    ranks = [r for r in range(need + 1) if r <= len(below_all) and need - r <= len(above_all)]
-    if not ranks:
+    if not lo <= truth <= hi:
         return None
-    r = int(ranks[rng.integers(len(ranks))])
+    pool = [v for v in range(lo, hi + 1) if v != truth]
+    need = N_LISTED - (0 if nota_answer else 1)
     chosen: dict[int, str] = {}
-    for want, side in ((r, lambda v: v < truth), (need - r, lambda v: v > truth)):
-        picks = [(v, k) for v, k in typed if side(v) and v not in chosen][:want]
-        chosen.update(dict(picks))
-        near = sorted((v for v in (below_all if side(truth - 1) else above_all) if v not in chosen),
-                      key=lambda v: abs(v - truth))
-        for v in near[: want - len(picks)]:
-            chosen[v] = "off_by_%d" % min(abs(v - truth), 2)
-    values = ([] if nota_answer else [truth]) + sorted(chosen)
-    if len(values) != N_LISTED:
+    for v, kind in typed:
+        if v in pool and v not in chosen and len(chosen) < need:
+            chosen[v] = kind
+    rest = [v for v in pool if v not in chosen]
+    for i in rng.permutation(len(rest))[: need - len(chosen)]:
+        chosen[rest[i]] = "off_by_%d" % min(abs(rest[i] - truth), 2)
+    if len(chosen) != need:
         return None
+    values = ([] if nota_answer else [truth]) + sorted(chosen)
     return [str(v) for v in values], {str(v): k for v, k in chosen.items()}
 
 

@@ -51,8 +51,9 @@ def propose_dedup(ctx: TaskContext):
     def make_options(gt):
         svc = max(len(table[v]["seen"]) for v in gt)
         naive = sum(len(table[v]["seen"]) for v in gt)
-        hi = ctx.cfg.scene.max_persons + 1  # values far above any scene's head count would be free eliminations
-        return numeric_options(n, [(svc, "single_view_count"), (naive, "naive_sum")], 1, hi, ctx.rng, nota)
+        hi = ctx.cfg.scene.max_persons
+        lo = hi - 3 - int(ctx.nota_mode)  # the support where verified head counts are common
+        return numeric_options(n, [(svc, "single_view_count"), (naive, "naive_sum")], lo, hi, ctx.rng, nota)
 
     yield Candidate("dedup_count", QUESTIONS["dedup_count"], str(n), nota, {"n_persons": n, "domain": COUNTS}, table, make_options,
                     evidence={v: [int(p) for p in table[v]["seen"]] for v in ctx.views})
@@ -86,7 +87,8 @@ def propose_action(ctx: TaskContext):
     def make_options(gt):
         per_view = [sum(1 in a for a in table[v]["arms"].values()) for v in gt]
         typed = [(max(per_view), "single_view_count"), (sum(per_view), "naive_sum"), (len(persons), "all_people")]
-        return numeric_options(truth, typed, 0, ctx.cfg.scene.max_persons, ctx.rng, nota)
+        # few scenes have more than three people raising a hand: the support is 0-3 (0-4 with NOTA)
+        return numeric_options(truth, typed, 0, 3 + int(ctx.nota_mode), ctx.rng, nota)
 
     yield Candidate("action_count", QUESTIONS["action_count"], str(truth), nota,
                     {"persons": [str(p.pid) for p in persons], "domain": COUNTS}, table, make_options,

@@ -154,7 +154,8 @@ def propose_count_in_view(ctx: TaskContext):
                      "borderline": sum(r["borderline"] for r in ctx.obs[v]["persons"].values())} for v in ctx.views}
         nota = ctx.want_nota()
         typed = [(len(scene.persons), "scene_count")] + [(counts[v], "other_view_count") for v in ctx.views if v != g]
-        opts = numeric_options(counts[g], typed, 0, ctx.cfg.scene.max_persons + 1, rng, nota)
+        # people per image are mostly 2-6: that is the answer support (balancing flattens it)
+        opts = numeric_options(counts[g], typed, 2, 6 + int(ctx.nota_mode), rng, nota)
         if opts is None:
             continue
         yield Candidate("count_in_view", QUESTIONS["count_in_view"], str(counts[g]), nota,
