@@ -62,7 +62,7 @@ class CrossViewCriterion(nn.Module):
             if not has_pos.any():
                 continue
             log_prob = sim.masked_fill(eye, -1e4).log_softmax(-1)
-            per_anchor = -(log_prob * pos).sum(1) / pos.sum(1)
+            per_anchor = -(log_prob * pos).sum(1) / pos.sum(1).clamp(min=1)  # 0/0 would poison the grad
             total = total + per_anchor[has_pos].sum()
             count += int(has_pos.sum())
         return total / max(count, 1)
