@@ -24,6 +24,7 @@ from eval.adapters.registry import register_model
 from eval.prompt import format_options
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SCORE_ROWS = 16  # (prompt, option) rows per forward pass in score mode
 # The unified prompt without its views: same question, options and instruction.
 BLIND_TEMPLATE = """\
 Question: {question}
@@ -153,9 +154,26 @@ class BlindLLM(ModelAdapter):
         return [Response(text=a.strip(), meta={"blind": True, "prompt_tokens": int(m.sum())})
                 for a, m in zip(answers, inputs["attention_mask"])]
 
+    def _continuation_logprobs(self, rows: list[tuple[list[int], list[int]]]) -> list[float]:
+        """Mean log-probability of each row's continuation ids after its prompt ids."""
+        import torch
+        width = max(len(p) + len(c) for p, c in rows)
+        ids = torch.full((len(rows), width), self.tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for j, (p, c) in enumerate(rows):  # right padding: real tokens keep positions 0..n-1
+            ids[j, :len(p) + len(c)] = torch.tensor(p + c)
+            mask[j, :len(p) + len(c)] = 1
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device)).logits
+        out = []
+        for j, (p, c) in enumerate(rows):
+            # logits at position t predict token t+1; normalise only the rows we need
+            lp = torch.log_softmax(logits[j, len(p) - 1:len(p) + len(c) - 1].float(), dim=-1)
+            out.append(float(lp[torch.arange(len(c)), torch.tensor(c, device=lp.device)].mean()))
+        return out
+
     def _score_batch(self, requests: list[Request]) -> list[Response]:
         """Mean log-probability of each "X. option" continuation, one row per (request, option)."""
-        import torch
         from bench.validate import LETTERS
         rows, owners = [], []
         for qi, r in enumerate(requests):
@@ -165,21 +183,11 @@ class BlindLLM(ModelAdapter):
                 cont = self.tok(f"{LETTERS[i]}. {option}", add_special_tokens=False)["input_ids"]
                 rows.append((prompt_ids, cont))
                 owners.append(qi)
-        width = max(len(p) + len(c) for p, c in rows)
-        pad = self.tok.pad_token_id
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for j, (p, c) in enumerate(rows):
-            seq = p + c
-            ids[j, :len(seq)] = torch.tensor(seq)
-            mask[j, :len(seq)] = 1
-        with torch.inference_mode():
-            logits = self.model(input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device)).logits
-        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
+        values: list[float] = []
+        for start in range(0, len(rows), SCORE_ROWS):  # bounded memory: logits are rows x length x vocab
+            values += self._continuation_logprobs(rows[start:start + SCORE_ROWS])
         scores: list[list[float]] = [[] for _ in requests]
-        for j, (p, c) in enumerate(rows):
-            positions = torch.arange(len(p) - 1, len(p) + len(c) - 1)  # logits at t predict token t+1
-            lp = logprobs[j, positions, torch.tensor(c)]
-            scores[owners[j]].append(float(lp.mean()))
+        for owner, value in zip(owners, values):
+            scores[owner].append(value)
         return [Response(scores=s, meta={"blind": True, "score": "mean_token_logprob"}) for s in scores]
 
