@@ -34,7 +34,7 @@ class FrozenClipBackbone(nn.Module):
         self.cfg = cfg
         self.num_blocks = len(visual.transformer.resblocks)
         self.patch_dim = visual.transformer.width
-        self.pooled_dim = visual.output_dim
+        self.pooled_dim = self.patch_dim if cfg.pooled_source == "patch_mean" else visual.output_dim
         self.identity = backbone_identity(visual, cfg)
         self.eval()
 
@@ -63,14 +63,18 @@ class FrozenClipBackbone(nn.Module):
             "pooled": (N, E) the tower's pooled (projected) embedding, E = pooled_dim.
         """
         layer = self.cfg.patch_layer % self.num_blocks
+        early = self.cfg.pooled_source == "patch_mean"
+        # patch_mean stops the tower after `layer`: an early layer then costs a fraction of
+        # the full forward, and the pooled vector is the mean patch token of that layer.
         out = self.visual.forward_intermediates(
             images, indices=[layer], normalize_intermediates=self.cfg.normalize_patches,
-            output_fmt="NCHW",
+            output_fmt="NCHW", stop_early=early, intermediates_only=early,
         )
-        grid = out["image_intermediates"][0]  # (N, C, gh, gw)
+        grid = (out["image_intermediates"] if isinstance(out, dict) else out)[0]  # (N, C, gh, gw)
+        pooled = grid.mean((2, 3)) if early else out["image_features"]
         if self.cfg.pool_grid and self.cfg.pool_grid < grid.shape[-1]:
             grid = F.adaptive_avg_pool2d(grid, self.cfg.pool_grid)
-        return {"patch_tokens": grid.flatten(2).transpose(1, 2), "pooled": out["image_features"]}
+        return {"patch_tokens": grid.flatten(2).transpose(1, 2), "pooled": pooled}
 
 
 def preprocess_constants(cfg: BackboneConfig) -> Dict[str, object]:
@@ -88,7 +92,7 @@ def backbone_identity(visual: nn.Module, cfg: BackboneConfig) -> str:
     pool = f"-pool{cfg.pool_grid}" if cfg.pool_grid else ""
     norm = "-ln" if cfg.normalize_patches else ""
     return (f"{cfg.arch}-{digest.hexdigest()[:16]}-{cfg.image_size}px"
-            f"-layer{cfg.patch_layer}{norm}{pool}")
+            f"-layer{cfg.patch_layer}{norm}{pool}-pooled_{cfg.pooled_source}")
 
 
 def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:

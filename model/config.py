@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -36,6 +36,8 @@ class BackboneConfig:
     image_size: int = 320  # square input side; images are resized (no crop) to it
     patch_layer: int = -2  # block whose tokens are returned; penultimate is more local (LLaVA)
     normalize_patches: bool = True  # apply the tower's final LayerNorm to the patch tokens
+    pooled_source: Literal["clip", "patch_mean"] = "clip"  # "clip": the tower's projected embedding (full forward);
+    #   "patch_mean": stop after patch_layer and average its tokens (much cheaper for early layers)
     pool_grid: Optional[int] = None  # adaptive-average-pool the patch grid to g x g (smaller cache)
     init_seed: int = 0  # seed for random init, so un-pretrained features are reproducible
     mean: tuple[float, float, float] = OPENAI_CLIP_MEAN  # per-channel normalisation of the tower
