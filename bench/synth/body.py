@@ -2,8 +2,9 @@
 
 A body is built in its own frame (x forward, y to the person's left, z up; feet on the floor)
 and then turned by ``yaw`` and moved to ``xy``. Proportions are fractions of the height H.
-Poses are evaluated through ``Pose.at(t)`` so the temporal follow-up can animate them; the
-static benchmark uses t = 0.
+Motion: a person may carry a ``track``, one (xy, yaw, Pose) per frame ``track_dt`` seconds
+apart (built by ``bench.synth.motion``); ``Person.at(t)`` then gives the static person of the
+frame at t. Without a track a person is static (the spatial benchmark, t = 0).
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ HAND_R = 0.028
 _ARM_DIRS = {  # body-frame directions (y sign flipped for the right arm)
     "down": (0.02, 0.15, -1.0), "raised": (0.08, 0.28, 1.0), "side": (0.0, 1.0, -0.12),
 }
+# waving: upper arm out and up, forearm vertical (an "L" beside the head, unlike "raised")
+_WAVE_UPPER, _WAVE_FORE = (0.1, 0.9, 0.35), (0.05, 0.3, 1.0)
 
 
 @dataclass
@@ -44,6 +47,8 @@ class Pose:
     seat_z: float | None = None  # height of the surface the person sits on
     foot_target: tuple | None = None  # world point for one ankle (a foot resting on an object)
     foot_side: str | None = None      # "l" or "r": which foot rests on ``foot_target``
+    stride: float = 0.0         # walking: left ankle this fraction of H ahead of the hip (right behind)
+    lift: float = 0.0           # jumping: the whole body this many metres above the floor
 
     def at(self, t: float) -> "Pose":
         """The pose at time t (static for now; motion will interpolate parameters here)."""
@@ -61,6 +66,16 @@ class Person:
     hat: str | None
     skin: tuple[int, int, int]
     pose: Pose = field(default_factory=Pose)
+    track: list | None = None   # per frame (xy, yaw, Pose); None = static
+    track_dt: float = 0.5       # seconds between track frames
+
+    def at(self, t: float) -> "Person":
+        """The static person at time t (the nearest track frame; self when there is no track)."""
+        if not self.track:
+            return self
+        f = min(max(int(round(t / self.track_dt)), 0), len(self.track) - 1)
+        xy, yaw, pose = self.track[f]
+        return replace(self, xy=xy, yaw=yaw, pose=pose, track=None)
 
     def raises_hand(self, t: float = 0.0) -> bool:
         return "raised" in self.pose.at(t).arms.values()
@@ -91,9 +106,11 @@ def two_link(start: np.ndarray, end: np.ndarray, l1: float, l2: float, pole: np.
 
 def joints(person: Person, t: float = 0.0) -> dict[str, np.ndarray]:
     """World positions of the joints (and the hand centres) at time t."""
+    person = person.at(t)
     pose = person.pose.at(t)
     H = person.height
     rot, origin = person.frame()
+    origin = origin + np.array([0.0, 0.0, pose.lift])  # a jump lifts everything, targets included
     to_world = lambda p: rot @ np.asarray(p, float) + origin  # noqa: E731
     j: dict[str, np.ndarray] = {}
     if pose.seat_z is not None:  # sitting: thighs forward on the seat, shins down
@@ -115,7 +132,9 @@ def joints(person: Person, t: float = 0.0) -> dict[str, np.ndarray]:
             ankle = rot.T @ (np.asarray(pose.foot_target, float) - origin)
             knee, ankle = two_link(hip, ankle, THIGH * H, SHIN * H, np.array([1.0, 0.0, 0.3]))
         else:
-            ankle = np.array([0.0, sign * 0.06 * H, 0.045 * H])
+            ankle = np.array([sign * pose.stride * H, sign * 0.06 * H, 0.045 * H])
+            if pose.lift > 0:  # tucked feet in the air read as a jump, not as a floating stance
+                ankle += np.array([-0.05 * H, 0.0, 0.07 * H])
             knee, ankle = two_link(hip, ankle, THIGH * H, SHIN * H, np.array([1.0, 0.0, 0.0]))
         j[f"hip_{side}"], j[f"knee_{side}"], j[f"ankle_{side}"] = to_world(hip), to_world(knee), to_world(ankle)
         toe_drop = 0.0 if (pose.foot_target is not None and pose.foot_side == side) else -0.02 * H
@@ -130,6 +149,10 @@ def joints(person: Person, t: float = 0.0) -> dict[str, np.ndarray]:
             hand = np.array([hip_x - 0.02 * H, sign * 0.115 * H, hip_z + 0.06 * H])
             elbow, hand = two_link(shoulder, hand, UPPER_ARM * H, (LOWER_ARM + HAND_OFFSET) * H,
                                    np.array([-0.3, sign * 1.0, 0.0]))
+        elif state == "wave":
+            flip = np.array([1.0, sign, 1.0])
+            elbow = shoulder + _unit(np.array(_WAVE_UPPER) * flip) * UPPER_ARM * H
+            hand = elbow + _unit(np.array(_WAVE_FORE) * flip) * (LOWER_ARM + HAND_OFFSET) * H
         else:
             dvec = np.array(_ARM_DIRS.get(state, _ARM_DIRS["down"]))
             dvec = _unit(dvec * np.array([1.0, sign, 1.0]))
@@ -150,6 +173,7 @@ def reach_shoulder(person_height: float, drop: float) -> tuple[float, float]:
 
 def person_entity(person: Person, t: float = 0.0) -> Entity:
     """Capsules, spheres and boxes of one person at time t."""
+    person = person.at(t)
     H, j = person.height, joints(person, t)
     skin, shirt, trousers = person.skin, COLOURS[person.shirt], COLOURS[person.trousers]
     cap = lambda a, b, r, part, col: Primitive("capsule", (a, b, r * H), PART_ID[part], col)  # noqa: E731

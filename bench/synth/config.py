@@ -12,6 +12,10 @@ ALL_TASKS = [
     "limb_contact", "limb_occlusion", "action_count",
     "attribute", "relation", "count_in_view",
 ]
+TEMPORAL_TASKS = [
+    "trajectory", "repetition_count", "motion_recognition",
+    "limb_repetition_count", "limb_action_order", "limb_contact_over_time",
+]
 
 
 @dataclass
@@ -80,6 +84,23 @@ class TaskConfig:
 
 
 @dataclass
+class TemporalConfig:
+    n_scenes: int = 0             # temporal scenes over all splits (0: spatial only); T x cameras images each
+    frames: int = 8               # T synchronized frames per camera
+    frame_dt: float = 0.5         # seconds between frames
+    min_persons: int = 4          # people per temporal scene, inclusive range (shirts are unique)
+    max_persons: int = 5
+    cameras: int = 4              # synchronized cameras (CVBench uses 4)
+    object_weights: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.3, 0.4, 0.3])
+    # ^ probability of 0..5 objects: trajectories and touches need at least three
+    panels: int = 2               # tall screens people walk behind (they hide part of a motion)
+    camera: CameraConfig = field(default_factory=lambda: CameraConfig(min_fov=36.0, max_fov=46.0, aim_jitter=1.2))
+    # ^ narrower than the spatial ring: people walk in and out of each camera's field of view
+    enabled: list[str] = field(default_factory=lambda: list(TEMPORAL_TASKS))
+    per_scene: int = 5            # verified questions kept per task and temporal scene (before balancing)
+
+
+@dataclass
 class SynthConfig:
     name: str = "synth-spatial"   # benchmark name written to benchmark.json
     seed: int = 0                 # the same seed and config give byte-identical output
@@ -92,11 +113,17 @@ class SynthConfig:
     observe: ObserveConfig = field(default_factory=ObserveConfig)
     options: OptionConfig = field(default_factory=OptionConfig)
     tasks: TaskConfig = field(default_factory=TaskConfig)
+    temporal: TemporalConfig = field(default_factory=TemporalConfig)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.tasks.enabled) - set(ALL_TASKS))
         if unknown:
             raise ValueError(f"unknown task(s) {unknown}; known: {ALL_TASKS}")
+        unknown = sorted(set(self.temporal.enabled) - set(TEMPORAL_TASKS))
+        if unknown:
+            raise ValueError(f"unknown temporal task(s) {unknown}; known: {TEMPORAL_TASKS}")
+        if self.temporal.frames < 4:
+            raise ValueError("temporal.frames must be >= 4 (actions last two frames or more)")
         if self.options.mode not in ("ssmn", "cvbench"):
             raise ValueError(f"options.mode must be 'ssmn' or 'cvbench', got {self.options.mode!r}")
         if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1.0) > 1e-6:

@@ -1,7 +1,9 @@
 """Generate the synthetic benchmark: scenes -> renders -> observations -> verified questions.
 
 Scenes are built in parallel (one process per core), each from its own seed, so the output
-depends only on the config and its seed. Everything is written to a temporary folder next to
+depends only on the config and its seed. Spatial scenes (``s*``) have one frame per camera;
+temporal scenes (``t*``, ``cfg.temporal``) have T synchronized frames per camera, written as
+``images/<scene>/<view>_fNN.png``. Everything is written to a temporary folder next to
 ``out`` and renamed at the end: a crash never leaves a half-written benchmark.
 Layout: ``out/{train,val,test}/benchmark.json`` + ``images/``, and ``out/summary.json``.
 """
@@ -27,6 +29,7 @@ from bench.synth.observe import observe_view
 from bench.synth.questions import scene_questions
 from bench.synth.renderer import render
 from bench.synth.scene import sample_scene
+from bench.synth.scene_temporal import sample_temporal_scene
 from bench.synth.tasks import TASKS
 from bench.synth.tasks_common import TaskContext
 
@@ -34,10 +37,14 @@ SPLITS = ("train", "val", "test")
 PNG_OPTS = {"format": "PNG", "compress_level": 6}
 
 
-def scene_splits(cfg) -> list[str]:
-    """Split name per scene index: a seeded permutation cut by ``split_fractions``."""
-    n = cfg.n_scenes
-    order = np.random.default_rng([cfg.seed, 1]).permutation(n)
+def scene_splits(cfg, n: int | None = None, tag: int = 1) -> list[str]:
+    """Split name per scene index: a seeded permutation cut by ``split_fractions``.
+
+    Args:
+        n: number of scenes (default ``cfg.n_scenes``); tag: seed tag (temporal scenes use 5).
+    """
+    n = cfg.n_scenes if n is None else n
+    order = np.random.default_rng([cfg.seed, tag]).permutation(n)
     bounds = np.cumsum([round(f * n) for f in cfg.split_fractions[:2]])
     out = [""] * n
     for rank, idx in enumerate(order):
@@ -55,9 +62,48 @@ def build_scene(cfg, idx: int):
     return scene, renders, obs, rng
 
 
+def build_temporal_scene(cfg, idx: int):
+    """A temporal scene, its renders and observations per view and frame (deterministic)."""
+    rng = np.random.default_rng([cfg.seed, 4, idx])
+    scene = sample_temporal_scene(rng, cfg, f"t{idx:06d}")
+    renders = {c.view_id: [] for c in scene.cameras}
+    for t in scene.times:
+        entities, shadows = scene.entities(t), scene.shadows(t)
+        for c in scene.cameras:
+            renders[c.view_id].append(render(entities, c, cfg.render, shadows))
+    obs = {v: [observe_view(r, scene, cfg.observe) for r in rs] for v, rs in renders.items()}
+    return scene, renders, obs, rng
+
+
+def _view_stats(obs: dict) -> list[int]:
+    """People seen, people visible, visible people that are partly occluded."""
+    return [sum(r["seen"] for r in obs["persons"].values()), sum(r["visible"] for r in obs["persons"].values()),
+            sum(r["visible"] and r["frac"] < 0.9 for r in obs["persons"].values())]
+
+
+def _temporal_job(cfg, idx: int, split: str, root: str) -> dict:
+    scene, renders, obs, rng = build_temporal_scene(cfg, idx)
+    ctx = TaskContext(scene, obs, {c.view_id: c for c in scene.cameras}, rng, cfg, cfg.options.mode == "cvbench")
+    records = scene_questions(ctx, [TASKS[t] for t in cfg.temporal.enabled], cfg.temporal.per_scene)
+    img_dir = Path(root) / split / "images" / scene.sid
+    img_dir.mkdir(parents=True, exist_ok=True)
+    for v, outs in renders.items():
+        for f, out in enumerate(outs):
+            Image.fromarray(out.rgb).save(img_dir / f"{v}_f{f:02d}.png", **PNG_OPTS)
+    view_stats = {f"{v}_f{f:02d}": _view_stats(o) for v, os_ in obs.items() for f, o in enumerate(os_)}
+    for rec in records:
+        rec["meta"]["view_stats"] = view_stats
+    return {"idx": idx, "sid": scene.sid, "split": split, "records": records, "times": scene.times,
+            "cameras": [{"view_id": c.view_id, **c.to_json()} for c in scene.cameras],
+            "persons_per_image": [st[0] for st in view_stats.values()],
+            "occluded": sum(st[2] for st in view_stats.values()), "visible": sum(st[1] for st in view_stats.values())}
+
+
 def _scene_job(args) -> dict:
-    cfg, idx, split, root = args
+    cfg, idx, split, root, axis = args
     torch.set_num_threads(1)  # one process per core; intra-op threads would only contend
+    if axis == "temporal":
+        return _temporal_job(cfg, idx, split, root)
     scene, renders, obs, rng = build_scene(cfg, idx)
     ctx = TaskContext(scene, obs, {c.view_id: c for c in scene.cameras}, rng, cfg, cfg.options.mode == "cvbench")
     records = scene_questions(ctx, [TASKS[t] for t in cfg.tasks.enabled], cfg.tasks.per_scene)
@@ -65,12 +111,10 @@ def _scene_job(args) -> dict:
     img_dir.mkdir(parents=True, exist_ok=True)
     for v, out in renders.items():
         Image.fromarray(out.rgb).save(img_dir / f"{v}.png", **PNG_OPTS)
-    # per view: people seen, people visible, visible people that are partly occluded
-    view_stats = {v: [sum(r["seen"] for r in o["persons"].values()), sum(r["visible"] for r in o["persons"].values()),
-                      sum(r["visible"] and r["frac"] < 0.9 for r in o["persons"].values())] for v, o in obs.items()}
+    view_stats = {v: _view_stats(o) for v, o in obs.items()}
     for rec in records:
         rec["meta"]["view_stats"] = view_stats
-    return {"idx": idx, "sid": scene.sid, "split": split, "records": records,
+    return {"idx": idx, "sid": scene.sid, "split": split, "records": records, "times": [0.0],
             "cameras": [{"view_id": c.view_id, **c.to_json()} for c in scene.cameras],
             "persons_per_image": [st[0] for st in view_stats.values()],
             "occluded": sum(st[2] for st in view_stats.values()), "visible": sum(st[1] for st in view_stats.values())}
@@ -85,8 +129,8 @@ def _marks_job(args) -> int:
     return len(mark_sets)
 
 
-def _sample(rec: dict, qid: str, cams: list[dict]) -> tuple[dict, list[tuple[str, str, list[dict]]]]:
-    """The benchmark sample of a record and the marked images it needs."""
+def _sample(rec: dict, qid: str, cams: list[dict], times: list[float]) -> tuple[dict, list[tuple[str, str, list[dict]]]]:
+    """The benchmark sample of a record and the marked images it needs (temporal: no marks)."""
     sid, views, needed = rec["scene"], [], []
     for cam in cams:
         v = cam["view_id"]
@@ -97,10 +141,13 @@ def _sample(rec: dict, qid: str, cams: list[dict]) -> tuple[dict, list[tuple[str
             image = f"images/{sid}/{v}_m{key}.png"
             needed.append((v, key, marks))
         camera = {k: cam[k] for k in ("K", "R", "t", "width", "height")}
-        views.append({"view_id": v, "frames": [{"t": 0.0, "image": image}], "camera": camera})
+        frames = [{"t": 0.0, "image": image}]
+        if rec["axis"] == "temporal":
+            frames = [{"t": t, "image": f"images/{sid}/{v}_f{f:02d}.png"} for f, t in enumerate(times)]
+        views.append({"view_id": v, "frames": frames, "camera": camera})
     meta = dict(rec["meta"])
     meta["verification"] = dict(meta["verification"], oracle_correct=rec["oracle_correct"], oracle_key=rec["oracle_key"])
-    sample = {"id": qid, "task": rec["task"], "subset": rec["subset"], "axis": "spatial",
+    sample = {"id": qid, "task": rec["task"], "subset": rec["subset"], "axis": rec["axis"],
               "granularity": rec["granularity"], "scene": sid, "views": views, "gt_views": rec["gt_views"],
               "extra_views": rec["extra_views"], "question": rec["question"], "options": rec["options"],
               "answer": rec["answer"], "distractors": rec["distractors"], "evidence": rec["evidence"],
@@ -118,8 +165,10 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    splits = scene_splits(cfg)
-    jobs = [(cfg, i, splits[i], str(tmp)) for i in range(cfg.n_scenes)]
+    splits, t_splits = scene_splits(cfg), scene_splits(cfg, cfg.temporal.n_scenes, tag=5)
+    # temporal scenes first: they are the long jobs, so the pool ends with short ones
+    jobs = [(cfg, i, t_splits[i], str(tmp), "temporal") for i in range(cfg.temporal.n_scenes)]
+    jobs += [(cfg, i, splits[i], str(tmp), "spatial") for i in range(cfg.n_scenes)]
     workers = cfg.workers or os.cpu_count() or 1
     ctx = mp.get_context("fork")
     try:
@@ -134,11 +183,13 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
                 records = select([rec for r in res for rec in r["records"]], cfg, rng)
                 assign_letters(records, cfg, rng)
                 cams = {r["sid"]: r["cameras"] for r in res}
+                times = {r["sid"]: r["times"] for r in res}
                 per_scene: dict[str, list] = {}
                 samples, counter = [], Counter()
                 for rec in sorted(records, key=lambda r: (r["scene"], list(TASKS).index(r["task"]))):
                     counter[rec["scene"]] += 1
-                    sample, needed = _sample(rec, f"{rec['scene']}-q{counter[rec['scene']] - 1}", cams[rec["scene"]])
+                    sample, needed = _sample(rec, f"{rec['scene']}-q{counter[rec['scene']] - 1}", cams[rec["scene"]],
+                                             times[rec["scene"]])
                     samples.append(sample)
                     for item in needed:
                         per_scene.setdefault(rec["scene"], {})[item[1] + item[0]] = item
@@ -148,6 +199,10 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
                 summary["splits"][split] = {
                     "scenes": len(res), "questions": len(samples), "unique_images": len(images),
                     "by_task": dict(sorted(Counter(s["task"] for s in samples).items())),
+                    "by_axis": {axis: {"questions": sum(s["axis"] == axis for s in samples),
+                                       "unique_images": len({f["image"] for s in samples if s["axis"] == axis
+                                                             for v in s["views"] for f in v["frames"]})}
+                                for axis in ("spatial", "temporal")},
                     "persons_per_image": float(np.mean([n for r in res for n in r["persons_per_image"]] or [0])),
                     "occlusion_rate": sum(r["occluded"] for r in res) / max(sum(r["visible"] for r in res), 1),
                     "referenced": images}

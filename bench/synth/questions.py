@@ -75,10 +75,15 @@ def verify_candidate(task: TaskDef, cand: Candidate, ctx: TaskContext) -> dict |
                 return None
             box = rec["box"]
         marks.append({"view_id": view_id, "t": 0.0, "entity": int(ent), "label": label, "box": list(box)})
-    evidence = [{"view_id": v, "t_start": 0.0, "t_end": 0.0, "entities": [int(e) for e in cand.evidence.get(v, [])]}
-                for v in gt]
+    if cand.spans is not None:  # temporal: the frames on which each resolving view saw the action
+        evidence = [{"view_id": v, "t_start": cand.spans[v][0], "t_end": cand.spans[v][1],
+                     "entities": [int(e) for e in cand.spans[v][2]]} for v in gt if v in cand.spans]
+    else:
+        evidence = [{"view_id": v, "t_start": 0.0, "t_end": 0.0,
+                     "entities": [int(e) for e in cand.evidence.get(v, [])]} for v in gt]
     return {
-        "task": task.name, "subset": task.subset, "granularity": task.granularity, "scene": ctx.scene.sid,
+        "task": task.name, "subset": task.subset, "axis": task.axis, "granularity": task.granularity,
+        "scene": ctx.scene.sid,
         "question": cand.question, "listed": listed, "value_key": cand.value_key, "types": types, "answer_value": answer,
         "gt_views": gt, "extra_views": extra, "marks": marks, "evidence": evidence,
         "oracle_correct": oracle == answer, "oracle_key": key,

@@ -28,7 +28,7 @@ FREE_ARMS = ["down", "down", "side", "hip"]
 @dataclass
 class SceneObject:
     oid: int
-    kind: str  # box, ball, pole, chair
+    kind: str  # box, ball, pole, chair; panel (temporal scenes: a tall screen people walk behind)
     colour: str
     xy: tuple[float, float]
     yaw: float
@@ -41,13 +41,13 @@ class SceneObject:
     @property
     def radius(self) -> float:
         """Radius of a circle on the floor that contains the object."""
-        if self.kind == "box":
+        if self.kind in ("box", "panel"):
             return 0.5 * math.hypot(self.size["w"], self.size["d"])
         return {"ball": self.size.get("r", 0.2), "pole": 0.16, "chair": 0.33}[self.kind]
 
     def centre(self) -> np.ndarray:
         """A representative 3-D point (for distances and view angles)."""
-        z = {"box": self.size.get("h", 0) / 2, "ball": self.size.get("r", 0), "pole": 1.0, "chair": 0.5}[self.kind]
+        z = {"box": self.size.get("h", 0) / 2, "panel": self.size.get("h", 0) / 2, "ball": self.size.get("r", 0), "pole": 1.0, "chair": 0.5}[self.kind]
         return np.array([self.xy[0], self.xy[1], z])
 
     def can_seat(self) -> bool:
@@ -61,7 +61,7 @@ class SceneObject:
         s = math.sin(self.yaw)
         local = lambda lx, ly, z: np.array([x + c * lx - s * ly, y + s * lx + c * ly, z])  # noqa: E731
         box = lambda ctr, half: Primitive("box", (ctr, np.array(half), self.yaw), 0, col)  # noqa: E731
-        if self.kind == "box":
+        if self.kind in ("box", "panel"):
             w, d, h = self.size["w"], self.size["d"], self.size["h"]
             prims = [box(local(0, 0, h / 2), (w / 2, d / 2, h / 2))]
         elif self.kind == "ball":
@@ -106,6 +106,8 @@ class Scene:
     cameras: list[Camera]
     contacts: dict[int, dict] = field(default_factory=dict)
     # ^ pid -> {"object": oid, "kind": "touch" | "near" | "sit", "effector": "hand_l" | "hand_r" | "seat", "gap": m}
+    times: list[float] = field(default_factory=lambda: [0.0])  # frame times in seconds (temporal: T of them)
+    scripts: dict = field(default_factory=dict)  # temporal: pid -> motion.Script (what each person does when)
 
     def person(self, pid: int) -> Person:
         return next(p for p in self.persons if p.pid == pid)
@@ -116,8 +118,9 @@ class Scene:
     def entities(self, t: float = 0.0) -> list[Entity]:
         return [person_entity(p, t) for p in self.persons] + [o.entity() for o in self.objects]
 
-    def shadows(self) -> list[tuple[float, float, float]]:
-        return [(p.xy[0], p.xy[1], 0.3) for p in self.persons]
+    def shadows(self, t: float = 0.0) -> list[tuple[float, float, float]]:
+        """Blob shadows under people (they stay on the floor when a person jumps)."""
+        return [(q.xy[0], q.xy[1], 0.3) for q in (p.at(t) for p in self.persons)]
 
     def touching(self, pid: int) -> int | None:
         """The object a person truly touches (hand contact or sitting), else None."""

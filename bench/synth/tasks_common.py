@@ -54,6 +54,7 @@ class Candidate:
     evidence: dict[str, list[int]] = field(default_factory=dict)      # view_id -> entity ids it shows
     golden: str | None = None         # SVS: the view that must decide the question
     value_key: str | None = None      # what answer balancing flattens (default: the answer value)
+    spans: dict[str, tuple] | None = None  # temporal: view_id -> (t_start, t_end, entities) of its evidence
 
 
 def seen_persons(obs: dict) -> list[int]:

@@ -1,0 +1,146 @@
+"""Random temporal scenes: objects, 4 synchronized cameras and people acting over T frames.
+
+Every person gets a role (``bench.synth.motion``): a *tour* from one object to another
+(jumping and waving on the way), a *toucher* who walks up to an object, touches it and walks
+off, or a *performer* doing a sequence of whole-body actions with two hand actions. Shirts
+are unique in a temporal scene, so questions name a person by shirt colour and recognising
+that person in another camera or frame is a matter of seeing the shirt.
+People walk across the scene, so each camera sees only part of what they do.
+"""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from bench.synth import motion
+from bench.synth.body import SKINS, Person
+from bench.synth.camera import Camera, make_camera
+from bench.synth.scene import (HATS, OBJECT_COLOURS, OBJECT_ID0, SHIRTS, TROUSERS, Scene, SceneObject, _reach_person,
+                               _sample_objects)
+
+ROLES = ["walker", "tour", "toucher", "performer", "signaller", "walker"]
+PERSON_GAP = 0.6     # people never come closer than this on the same frame
+OBJECT_GAP = 0.3     # ... nor closer than this to an object's footprint (except the one they use)
+MAX_RADIUS = 2.7     # people stay inside this disc (cameras stand at >= 3.2 m)
+
+
+def half_view_cameras(rng: np.random.Generator, n: int, cfg, width: int, height: int) -> list[Camera]:
+    """``n`` ring cameras, each aimed off-centre to one side of its line of sight (alternating
+    sides), so each covers about half the scene: a person who walks across is seen by some
+    cameras for part of the clip and by others for the rest.
+
+    Args:
+        cfg: a ``CameraConfig`` (radius, elevation, field of view, yaw jitter; ``aim_jitter``
+            is the largest sideways offset of the aim point).
+    """
+    cams, phase = [], rng.uniform(0, 2 * math.pi)
+    for k in range(n):
+        yaw = phase + 2 * math.pi * k / n + math.radians(rng.uniform(-cfg.yaw_jitter, cfg.yaw_jitter))
+        radius = rng.uniform(cfg.min_radius, cfg.max_radius)
+        eye = np.array([radius * math.cos(yaw), radius * math.sin(yaw), rng.uniform(cfg.min_elevation, cfg.max_elevation)])
+        side = np.array([-math.sin(yaw), math.cos(yaw)]) * (1 if k % 2 == 0 else -1)
+        off = side * rng.uniform(0.6 * cfg.aim_jitter, cfg.aim_jitter)
+        aim = np.array([off[0], off[1], rng.uniform(0.6, 1.0)])
+        cams.append(make_camera(f"cam{k}", eye, aim, rng.uniform(cfg.min_fov, cfg.max_fov), width, height))
+    return cams
+
+
+def _panels(rng: np.random.Generator, objects: list, n: int, radius: float) -> list:
+    """Tall thin screens between the objects: people walking behind one drop out of some
+    cameras for a few frames (the discontinuous views of real multi-camera footage)."""
+    out = []
+    for _ in range(20 * n):
+        if len(out) == n:
+            break
+        size = {"w": rng.uniform(1.0, 1.4), "d": 0.08, "h": rng.uniform(1.6, 1.9)}
+        rr, ang = radius * math.sqrt(rng.random()), rng.uniform(0, 2 * math.pi)
+        colour = OBJECT_COLOURS[rng.integers(len(OBJECT_COLOURS))]
+        if any(o.colour == colour and o.kind == "panel" for o in objects + out):
+            continue
+        p = SceneObject(OBJECT_ID0 + len(objects) + len(out), "panel", colour, (rr * math.cos(ang), rr * math.sin(ang)),
+                        rng.uniform(0, math.pi), size)
+        if all(math.dist(p.xy, o.xy) >= o.radius + p.radius + 0.7 for o in objects + out):
+            out.append(p)
+    return out
+
+
+def _fits(xy: list, exempt: set, objects, others: list[list]) -> bool:
+    for f, (x, y) in enumerate(xy):
+        if math.hypot(x, y) > MAX_RADIUS:
+            return False
+        if any(math.hypot(x - o.xy[0], y - o.xy[1]) < o.radius + OBJECT_GAP for o in objects if o.oid not in exempt):
+            return False
+        if any(math.hypot(x - q[f][0], y - q[f][1]) < PERSON_GAP for q in others):
+            return False
+    return True
+
+
+def _build(role: str, rng: np.random.Generator, objects, height: float, T: int, radius: float, used_seat: bool):
+    """(script, exempt object ids) for one role, or None when this draw does not work out."""
+    if role in ("walker", "signaller"):  # enter near the edge, cross through the middle
+        ang = rng.uniform(0, 2 * math.pi)
+        start = (radius * 1.1 * math.cos(ang), radius * 1.1 * math.sin(ang))
+        aim = rng.uniform(-0.8, 0.8, size=2)
+        return motion.walker(rng, start, math.atan2(aim[1] - start[1], aim[0] - start[0]), T, role == "signaller"), set()
+    if role == "tour":
+        if len(objects) < 2:
+            return None
+        i, j = rng.choice(len(objects), 2, replace=False)
+        return motion.tour(rng, objects[i], objects[j], T), set()
+    if role == "toucher":
+        obj = objects[rng.integers(len(objects))]
+        side = "l" if rng.random() < 0.5 else "r"
+        placed = _reach_person(rng, obj, height, 0.0, side)
+        if placed is None:
+            return None
+        return motion.toucher(rng, obj, placed, side, T), {obj.oid}
+    seats = [o for o in objects if o.can_seat()] if not used_seat else []
+    seat = seats[rng.integers(len(seats))] if seats and rng.random() < 0.6 else None
+    rr, ang = radius * math.sqrt(rng.random()), rng.uniform(0, 2 * math.pi)
+    script = motion.performer(rng, T, (rr * math.cos(ang), rr * math.sin(ang)), seat)
+    if script is None:
+        return None
+    return script, ({seat.oid} if seat is not None and "sit" in script.body else set())
+
+
+def sample_temporal_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
+    """One temporal scene following ``cfg`` (a ``SynthConfig``; ``cfg.temporal`` sizes it)."""
+    tc, sc = cfg.temporal, cfg.scene
+    T = tc.frames
+    objects = _sample_objects(rng, SimpleNamespace(scene=SimpleNamespace(object_weights=tc.object_weights,
+                                                                         scene_radius=sc.scene_radius)))
+    props = [o for o in objects]  # what people walk to and touch; panels only hide them
+    objects = objects + _panels(rng, objects, tc.panels, sc.scene_radius)
+    n_persons = int(rng.integers(tc.min_persons, tc.max_persons + 1))
+    roles = [ROLES[i] for i in rng.permutation(len(ROLES))]
+    roles += [ROLES[int(rng.integers(len(ROLES)))] for _ in range(max(0, n_persons - len(roles)))]
+    roles = sorted(roles[:n_persons], key=lambda r: r != "walker")  # long paths first: they are hardest to fit
+    shirts = [SHIRTS[i] for i in rng.permutation(len(SHIRTS))]  # unique: a shirt names a person
+    persons, scripts, paths = [], {}, []
+    used_seat = False
+    for role in roles[:n_persons]:
+        for _ in range(30):
+            height = float(rng.uniform(sc.min_height, sc.max_height))
+            built = _build(role, rng, props, height, T, sc.scene_radius, used_seat)
+            if built is None:
+                continue
+            script, exempt = built
+            if not _fits(script.xy, exempt, objects, paths):
+                continue
+            pid = len(persons) + 1
+            shirt = shirts[pid - 1]
+            trousers = shirt
+            while trousers == shirt:
+                trousers = TROUSERS[rng.integers(len(TROUSERS))]
+            hat = HATS[rng.integers(len(HATS))] if rng.random() < sc.hat_prob else None
+            track = script.track(height)
+            persons.append(Person(pid, track[0][0], track[0][1], height, shirt, trousers, hat,
+                                  SKINS[rng.integers(len(SKINS))], track[0][2], track, tc.frame_dt))
+            scripts[pid] = script
+            paths.append(script.xy)
+            used_seat |= "sit" in script.body
+            break
+    cams = half_view_cameras(rng, tc.cameras, tc.camera, cfg.render.width, cfg.render.height)
+    return Scene(sid, persons, objects, cams, {}, [round(f * tc.frame_dt, 6) for f in range(T)], scripts)
