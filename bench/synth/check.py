@@ -36,6 +36,20 @@ def _reverify(s: dict) -> dict:
     return res
 
 
+def _rates(pairs: list[tuple[dict, dict]], blind, test: list[dict], n_opts: int) -> dict:
+    """SVI / CVR / golden-view rates, chance, blind and single-view oracle over some samples."""
+    mvn = [c for s, c in pairs if s["subset"] == "MVN"]
+    svs = [c for s, c in pairs if s["subset"] == "SVS"]
+    mean = lambda xs: round(float(np.mean(xs)), 4) if xs else None  # noqa: E731
+    return {"n": len(pairs), "n_test": len(test),
+            "svi_rate": mean([c["svi"] for c in mvn]), "cvr_rate": mean([c["cvr"] and c["minimal"] for c in mvn]),
+            "svs_golden_rate": mean([c["svi"] and c["cvr"] for c in svs]),
+            "chance": mean([1.0 / len(s["options"]) for s, _ in pairs]),
+            "blind_acc": round(blind.accuracy(test), 4) if test else None,
+            "single_view_oracle_acc_mvn": mean([c["oracle_correct"] for c in mvn]),
+            "letter_hist": _hist([s["answer"] for s, _ in pairs], n_opts)}
+
+
 def _hist(letters: list[str], n: int) -> dict[str, float]:
     c = Counter(letters)
     return {l: round(c[l] / max(len(letters), 1), 4) for l in "ABCDE"[:n]}
@@ -92,13 +106,26 @@ def check(root: str | Path, out: str | Path | None = None, sheet: str | Path | N
         "occlusion_rate_definition": "share of visible people per image with < 90% of their unoccluded pixels visible",
         "gt_views_hist": dict(sorted(Counter(len(s["gt_views"]) for s in samples).items())),
     })
+    # CVBench's breakdown: per axis, and per axis x granularity
+    report["by_axis"], report["by_axis_granularity"] = {}, {}
+    for axis in sorted({s.get("axis") or "spatial" for s in samples}):
+        pairs = [(s, c) for s, c in zip(samples, checks) if (s.get("axis") or "spatial") == axis]
+        report["by_axis"][axis] = _rates(pairs, blind, [s for s in test if (s.get("axis") or "spatial") == axis], n_opts)
+        report["by_axis"][axis]["unique_images"] = len({(split, f["image"]) for split in data for s in data[split]
+                                                         if (s.get("axis") or "spatial") == axis
+                                                         for v in s["views"] for f in v["frames"]})
+        for gran in sorted({s["granularity"] for s, _ in pairs}):
+            sub = [(s, c) for s, c in pairs if s["granularity"] == gran]
+            t_sub = [s for s in test if (s.get("axis") or "spatial") == axis and s["granularity"] == gran]
+            report["by_axis_granularity"][f"{axis}/{gran}"] = _rates(sub, blind, t_sub, n_opts)
     by_task: dict[str, dict] = defaultdict(dict)
     for name in sorted({s["task"] for s in samples}):
         ss = [(s, c) for s, c in zip(samples, checks) if s["task"] == name]
         t_test = [s for s in test if s["task"] == name]
         vals = Counter(s["options"]["ABCDE".index(s["answer"])] for s, _ in ss)
         by_task[name] = {
-            "n": len(ss), "subset": ss[0][0]["subset"], "granularity": ss[0][0]["granularity"],
+            "n": len(ss), "subset": ss[0][0]["subset"], "axis": ss[0][0].get("axis"),
+            "granularity": ss[0][0]["granularity"],
             "verified_rate": round(float(np.mean([c["svi"] and c["cvr"] for _, c in ss])), 4),
             "oracle_acc": round(float(np.mean([c["oracle_correct"] for _, c in ss])), 4),
             "blind_acc_test": round(blind.accuracy(t_test), 4) if t_test else None,
@@ -118,6 +145,12 @@ def check(root: str | Path, out: str | Path | None = None, sheet: str | Path | N
             if s["task"] not in done:
                 done.add(s["task"])
                 examples.append((root / split, s))
-        contact_sheet(examples, sheet)
+        spatial = [e for e in examples if (e[1].get("axis") or "spatial") == "spatial"]
+        temporal = [e for e in examples if e[1].get("axis") == "temporal"]
+        contact_sheet(spatial or temporal, sheet)
         report["contact_sheet"] = str(sheet)
+        if spatial and temporal:  # temporal strips are tall: a sheet of their own next to the first
+            t_sheet = sheet.with_name(sheet.stem + "_temporal" + sheet.suffix)
+            contact_sheet(temporal, t_sheet)
+            report["contact_sheet_temporal"] = str(t_sheet)
     return report

@@ -88,14 +88,16 @@ class TemporalConfig:
     n_scenes: int = 0             # temporal scenes over all splits (0: spatial only); T x cameras images each
     frames: int = 8               # T synchronized frames per camera
     frame_dt: float = 0.5         # seconds between frames
-    min_persons: int = 4          # people per temporal scene, inclusive range (shirts are unique)
-    max_persons: int = 5
+    min_persons: int = 8          # people per temporal scene, inclusive range (shirts are unique);
+    max_persons: int = 9          # ... many, so each clip holds several questions and people hide each other
     cameras: int = 4              # synchronized cameras (CVBench uses 4)
     object_weights: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.3, 0.4, 0.3])
     # ^ probability of 0..5 objects: trajectories and touches need at least three
+    area_radius: float = 3.2      # people stay inside this disc (keep it below camera.min_radius)
     panels: int = 2               # tall screens people walk behind (they hide part of a motion)
-    camera: CameraConfig = field(default_factory=lambda: CameraConfig(min_fov=36.0, max_fov=46.0, aim_jitter=1.2))
-    # ^ narrower than the spatial ring: people walk in and out of each camera's field of view
+    camera: CameraConfig = field(default_factory=lambda: CameraConfig(
+        min_radius=3.8, max_radius=4.8, min_fov=36.0, max_fov=46.0, aim_jitter=1.6))
+    # ^ each camera aims to one side (aim_jitter = largest offset): people walk in and out of its view
     enabled: list[str] = field(default_factory=lambda: list(TEMPORAL_TASKS))
     per_scene: int = 5            # verified questions kept per task and temporal scene (before balancing)
 

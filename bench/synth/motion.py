@@ -98,8 +98,9 @@ def tour(rng: np.random.Generator, start_obj, end_obj, T: int) -> Script:
     base = heading((ax, ay), (bx, by))
     ua = base + math.radians(rng.uniform(-50, 50))
     ub = base + math.pi + math.radians(rng.uniform(-50, 50))
-    spot_a = (ax + (start_obj.radius + 0.4) * math.cos(ua), ay + (start_obj.radius + 0.4) * math.sin(ua))
-    spot_b = (bx + (end_obj.radius + 0.4) * math.cos(ub), by + (end_obj.radius + 0.4) * math.sin(ub))
+    # close enough that the person's and the object's silhouettes meet in most views
+    spot_a = (ax + (start_obj.radius + 0.22) * math.cos(ua), ay + (start_obj.radius + 0.22) * math.sin(ua))
+    spot_b = (bx + (end_obj.radius + 0.22) * math.cos(ub), by + (end_obj.radius + 0.22) * math.sin(ub))
     xy, body, place = [], [], []
     for f in range(T):
         if f < a:
@@ -129,7 +130,8 @@ def _hand_actions(rng: np.random.Generator, T: int) -> tuple[list[str], list[dic
     """
     acts = [ARM_ACTIONS[i] for i in rng.permutation(len(ARM_ACTIONS))[:2]]
     la, lb = int(rng.integers(2, 4)), int(rng.integers(2, 4))
-    rests = rng.multinomial(T - la - lb, [1 / 3] * 3)
+    rests = rng.multinomial(T - la - lb - 1, [1 / 3] * 3) + np.array([1, 0, 0])
+    # ^ at least one resting frame first: "which first" then needs the start of the clip too
     labels = ["rest"] * rests[0] + [acts[0]] * la + ["rest"] * rests[1] + [acts[1]] * lb + ["rest"] * rests[2]
     arms = []
     for lab in labels:

@@ -23,7 +23,6 @@ from bench.synth.scene import (HATS, OBJECT_COLOURS, OBJECT_ID0, SHIRTS, TROUSER
 ROLES = ["walker", "tour", "toucher", "performer", "signaller", "walker"]
 PERSON_GAP = 0.6     # people never come closer than this on the same frame
 OBJECT_GAP = 0.3     # ... nor closer than this to an object's footprint (except the one they use)
-MAX_RADIUS = 2.7     # people stay inside this disc (cameras stand at >= 3.2 m)
 
 
 def half_view_cameras(rng: np.random.Generator, n: int, cfg, width: int, height: int) -> list[Camera]:
@@ -66,9 +65,9 @@ def _panels(rng: np.random.Generator, objects: list, n: int, radius: float) -> l
     return out
 
 
-def _fits(xy: list, exempt: set, objects, others: list[list]) -> bool:
+def _fits(xy: list, exempt: set, objects, others: list[list], max_radius: float) -> bool:
     for f, (x, y) in enumerate(xy):
-        if math.hypot(x, y) > MAX_RADIUS:
+        if math.hypot(x, y) > max_radius:
             return False
         if any(math.hypot(x - o.xy[0], y - o.xy[1]) < o.radius + OBJECT_GAP for o in objects if o.oid not in exempt):
             return False
@@ -88,7 +87,7 @@ def _build(role: str, rng: np.random.Generator, objects, height: float, T: int, 
         if len(objects) < 2:
             return None
         i, j = rng.choice(len(objects), 2, replace=False)
-        return motion.tour(rng, objects[i], objects[j], T), set()
+        return motion.tour(rng, objects[i], objects[j], T), {objects[i].oid, objects[j].oid}
     if role == "toucher":
         obj = objects[rng.integers(len(objects))]
         side = "l" if rng.random() < 0.5 else "r"
@@ -123,11 +122,11 @@ def sample_temporal_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
     for role in roles[:n_persons]:
         for _ in range(30):
             height = float(rng.uniform(sc.min_height, sc.max_height))
-            built = _build(role, rng, props, height, T, sc.scene_radius, used_seat)
+            built = _build(role, rng, props, height, T, tc.area_radius - 0.4, used_seat)
             if built is None:
                 continue
             script, exempt = built
-            if not _fits(script.xy, exempt, objects, paths):
+            if not _fits(script.xy, exempt, objects, paths, tc.area_radius):
                 continue
             pid = len(persons) + 1
             shirt = shirts[pid - 1]

@@ -26,7 +26,7 @@ QUESTIONS = {
 }
 SIDE_TEXT = {"l": "left", "r": "right"}
 VAGUE = "moves around"
-FEET = {"foot_l", "foot_r"}
+FEET = {"foot_l", "foot_r", "lower_leg_l", "lower_leg_r"}  # a visible shin or foot shows the feet are off the floor
 
 
 def _rec(ctx: TaskContext, v: str, f: int, pid: int) -> dict | None:
@@ -62,6 +62,13 @@ def consistent_count(table: dict, facts: dict, views: list[str]) -> set[str]:
     return vt.values(facts["grammar"], vt.label_mask(table, facts, views))
 
 
+def count_distractors(table: dict, gt: list[str]) -> list[tuple[int, str]]:
+    """Typed wrong counts: the most any one resolving view saw, and the naive sum over them
+    (a repetition seen by two cameras counted twice)."""
+    per_view = [sum(o == "1" for o in table[v]["obs"]) for v in gt]
+    return [(max(per_view), "single_view_count"), (sum(per_view), "naive_sum")]
+
+
 def _count_candidates(ctx: TaskContext, task: str, channel: str, visible, question: str, other: str | None):
     T = _frames(ctx)
     grammar = {"kind": "events", "T": T}
@@ -75,8 +82,7 @@ def _count_candidates(ctx: TaskContext, task: str, channel: str, visible, questi
         extra = [(sum(script.channels[other]), "other_hand")] if other and other in script.channels else []
 
         def make_options(gt, table=table, truth=truth, extra=extra, nota=nota):
-            per_view = [sum(o == "1" for o in table[v]["obs"]) for v in gt]
-            typed = [(max(per_view), "single_view_count"), (sum(per_view), "naive_sum")] + extra
+            typed = count_distractors(table, gt) + extra
             return numeric_options(truth, typed, 0, hi, ctx.rng, nota)
 
         facts = {"person": person.pid, "grammar": grammar, "domain": vt.grammar_answers(grammar)}
@@ -128,10 +134,11 @@ def propose_trajectory(ctx: TaskContext):
         others = [n for n in names if n not in (start, end)]
         if not others:
             continue
-        hub, third = (start if rng.random() < 0.5 else end), others[rng.integers(len(others))]
-        # two pairs of mutually reversed paths sharing the hub: no option stands out by its words
-        typed = [(vt.path_text(end, start), "reversed_path"), (vt.path_text(hub, third), "wrong_landmark"),
-                 (vt.path_text(third, hub), "wrong_landmark")]
+        third = others[rng.integers(len(others))]
+        # a camera that saw only one end of the walk must not settle it: one option shares the
+        # start, one the end, and one is the same walk reversed
+        typed = [(vt.path_text(end, start), "reversed_path"), (vt.path_text(start, third), "wrong_end"),
+                 (vt.path_text(third, end), "wrong_start")]
         nota = ctx.want_nota()
         truth = vt.path_text(start, end)
         domain = vt.grammar_answers(grammar)
@@ -165,7 +172,8 @@ def propose_motion(ctx: TaskContext):
         labels = script.channels["body"]
         seq = script.info["sequence"]
         vocab = ["walk", "jump", "squat"] + (["sit"] if script.info["seat_z"] is not None else [])
-        grammar = {"kind": "segments", "T": T, "vocab": vocab, "min_len": 2, "min_segments": 2, "max_segments": 3}
+        grammar = {"kind": "segments", "T": T, "vocab": vocab, "min_len": 2, "min_segments": 1,
+                   "max_segments": T // 2}  # the viewer is not told how many actions there are
         table = {v: {"obs": [labels[f] if (r := _rec(ctx, v, f, person.pid)) and FEET & set(r["parts"]) else None
                              for f in range(T)]} for v in ctx.views}
         truth = vt.sequence_text(seq)
@@ -198,7 +206,8 @@ def consistent_hand_order(table: dict, facts: dict, views: list[str]) -> set[str
 def propose_hand_order(ctx: TaskContext):
     T, rng = _frames(ctx), ctx.rng
     vocab = list(vt.HAND_TEXT)
-    grammar = {"kind": "two_actions", "T": T, "vocab": vocab, "min_len": 2}
+    # the viewer is not told how many hand actions there are: "first" needs the clip before it
+    grammar = {"kind": "hand_actions", "T": T, "vocab": vocab, "min_len": 2, "max_actions": 3}
     for person, script in _persons(ctx, "arms"):
         first, second = script.info["hand_order"]
         arms = script.arms

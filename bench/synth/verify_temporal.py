@@ -70,11 +70,15 @@ def _sequences(g: dict) -> tuple[list[str], list[list[str]], list[str]]:
                     seqs.append([x for x, k in zip(labels, lengths) for _ in range(k)])
                     answers.append(sequence_text(list(labels)))
         return vocab, seqs, answers
-    if kind == "two_actions":  # rest, action A, rest, action B, rest; the answer is A
-        for r0, a, r1, b, r2 in _compositions(T, 5, [0, m, 0, m, 0]):
-            for x, y in itertools.permutations(vocab, 2):
-                seqs.append(["rest"] * r0 + [x] * a + ["rest"] * r1 + [y] * b + ["rest"] * r2)
-                answers.append(HAND_TEXT[x])
+    if kind == "hand_actions":  # rests around 1..max distinct actions of >= m frames; the answer is the first
+        for n in range(1, g["max_actions"] + 1):
+            for lengths in _compositions(T, 2 * n + 1, [0] + [m, 0] * n):
+                for acts in itertools.permutations(vocab, n):
+                    seq = ["rest"] * lengths[0]
+                    for i, x in enumerate(acts):
+                        seq += [x] * lengths[2 * i + 1] + ["rest"] * lengths[2 * i + 2]
+                    seqs.append(seq)
+                    answers.append(HAND_TEXT[acts[0]])
         return vocab + ["rest"], seqs, answers
     if kind == "touch":  # one touch of one object lasting >= m frames; the answer is the object
         for a, k, b in _compositions(T, 3, [0, m, 0]):
