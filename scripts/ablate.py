@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/ablation")
     parser.add_argument("--models", nargs="*", default=[], help="zero-shot adapters: name or name:k=v,k=v")
     parser.add_argument("--configs", nargs="*", default=None, help="only these training rows (full, no_camera, ...)")
+    parser.add_argument("--full-run", default=None,
+                        help="reuse a finished `python train.py` run folder of configs/default.yaml as the full row")
     parser.add_argument("--skip-blind", action="store_true", help="skip the SmolLM2 blind baseline")
     parser.add_argument("--settings", default="+0,+1,+2,+3,-1,all")
     parser.add_argument("overrides", nargs="*", help="key=value for every trained config")
@@ -136,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[tuple[str, Path, float]] = []
     for name, config in training_configs():
         if args.configs is not None and name not in args.configs:
+            continue
+        if name == "full" and args.full_run:
+            runs.append((name, Path(args.full_run) / "eval", 0.0))
             continue
         eval_dir, seconds = train_or_reuse(name, config, bench, out, args.overrides)
         runs.append((name, eval_dir, seconds))
