@@ -1,14 +1,14 @@
 """Cross-view reasoning model: pure nn.Modules over cached backbone features (no file I/O)."""
 from model.backbone import FrozenClipBackbone, build_backbone, preprocess_constants
 from model.config import (BackboneConfig, CameraConfig, EntityConfig, EvidenceConfig,
-                          FusionConfig, LanguageHeadConfig, ModelConfig, model_config_from_dict,
+                          FusionConfig, LanguageHeadConfig, ModelConfig,
                           tiny_backbone_config, tiny_model_config)
 from model.crossview import CrossViewModel, build_model
 from model.language_head import load_causal_lm
 
 __all__ = [
     "BackboneConfig", "CameraConfig", "EntityConfig", "EvidenceConfig", "FusionConfig",
-    "LanguageHeadConfig", "ModelConfig", "model_config_from_dict", "tiny_backbone_config",
+    "LanguageHeadConfig", "ModelConfig", "tiny_backbone_config",
     "tiny_model_config", "CrossViewModel", "build_model", "FrozenClipBackbone",
     "build_backbone", "preprocess_constants", "load_causal_lm",
 ]

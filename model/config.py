@@ -1,8 +1,8 @@
 """Typed configuration of the cross-view model: one dataclass per component.
 
-`ModelConfig` aggregates them and carries the ablation switches. `model_config_from_dict`
-is the one place where plain dicts (from YAML) become typed configs; an unknown key is an
-error, so a typo in an override never silently does nothing.
+`ModelConfig` aggregates them and carries the ablation switches. YAML becomes these typed
+configs in one place, bench.config.from_dict (via training/config.py), where an unknown key
+or a wrongly typed value is an error.
 """
 from __future__ import annotations
 
@@ -154,25 +154,3 @@ def tiny_model_config(**overrides: Any) -> ModelConfig:
         lm=LanguageHeadConfig(vocab_size=64, layers=1, heads=2, max_positions=128),
     )
     return dataclasses.replace(cfg, **overrides)
-
-
-def _from_dict(cls: type, values: dict, where: str) -> Any:
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise KeyError(f"unknown key(s) {unknown} in {where}; known: {sorted(known)}")
-    kwargs = {}
-    for name, value in values.items():
-        default = getattr(cls(), name)
-        if dataclasses.is_dataclass(default):
-            kwargs[name] = _from_dict(type(default), value or {}, f"{where}.{name}")
-        elif isinstance(default, tuple) and isinstance(value, list):
-            kwargs[name] = tuple(value)
-        else:
-            kwargs[name] = value
-    return cls(**kwargs)
-
-
-def model_config_from_dict(values: dict) -> ModelConfig:
-    """Build a ModelConfig from nested plain dicts (e.g. YAML); unknown keys raise KeyError."""
-    return _from_dict(ModelConfig, values, "model")

@@ -1,8 +1,7 @@
 """Prompt template, tokenizer and text collation (training/text.py)."""
-import pytest
 import torch
 
-from model.config import CLIP_LABEL_TOKEN_IDS, ModelConfig, model_config_from_dict
+from model.config import CLIP_LABEL_TOKEN_IDS, ModelConfig
 from training.text import PromptTokenizer, build_tokenizer, collate_text, format_prompt
 
 
@@ -29,10 +28,3 @@ def test_letter_scoring_and_label_ids():
     assert [ids.tolist() for ids in enc["option_ids"]] == [tok.ids("A"), tok.ids("B")]
     assert tok.label_token_ids(15) == CLIP_LABEL_TOKEN_IDS
     assert build_tokenizer(ModelConfig()).score_option == "text"
-
-
-def test_model_config_from_dict_rejects_unknown_keys():
-    cfg = model_config_from_dict({"d_model": 64, "fusion": {"layers": 3}, "backbone": {"mean": [0, 0, 0]}})
-    assert cfg.d_model == 64 and cfg.fusion.layers == 3 and cfg.backbone.mean == (0, 0, 0)
-    with pytest.raises(KeyError, match="fusion"):
-        model_config_from_dict({"fusion": {"layer": 3}})
