@@ -146,3 +146,32 @@ def test_every_shipped_config_loads():
             continue
         overrides = ["init_from=x.ckpt"] if "finetune" in path.name else []
         load_train_config(path, overrides)
+
+
+def test_batches_never_mix_clips_and_stills(tmp_path):
+    from training.data import BucketBatchSampler, frame_count
+
+    class Fake:
+        def __init__(self, samples):
+            self.bench = type("B", (), {"samples": samples})()
+            self.view_sets = None
+            self.epoch = 0
+
+        def set_epoch(self, epoch):
+            self.epoch = epoch
+
+        def __len__(self):
+            return len(self.bench.samples)
+
+    from bench.format import load_benchmark
+    stills = load_benchmark(make_tiny_benchmark(tmp_path / "a", n_scenes=3)).samples
+    clips = load_benchmark(make_tiny_benchmark(tmp_path / "b", n_scenes=2, n_frames=3)).samples
+    data = Fake(stills + clips)
+    sampler = BucketBatchSampler(data, batch_size=5, seed=0)
+    sampler.set_epoch(1)
+    batches = list(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(len(data)))
+    assert all(len({frame_count(data.bench.samples[i]) for i in b}) == 1 for b in batches)
+    assert data.epoch == 1 and list(sampler) == batches  # same epoch, same batches
+    sampler.set_epoch(2)
+    assert list(sampler) != batches

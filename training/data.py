@@ -184,24 +184,43 @@ class ViewSetDataset(Dataset):
         return build_item(sample, view_set, self.bench.root, self.table, self._text[sample.id])
 
 
-class EpochShuffleSampler(Sampler[int]):
-    """A permutation that depends only on (seed, epoch): resuming mid-run replays it exactly.
+def frame_count(sample: Sample) -> int:
+    """Frames of the longest view: what a batch is padded to."""
+    return max(len(v.frames) for v in sample.views)
 
-    Lightning calls ``set_epoch`` on the sampler before every epoch; it is passed on to the
-    dataset so the augmentation draws depend on the epoch too.
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Shuffled batches of samples with the same frame count, reproducible from (seed, epoch).
+
+    Padding a batch to its longest clip makes one 8-frame sample cost a whole batch eight
+    times the compute, so still images and clips are batched apart. The permutation depends
+    only on (seed, epoch): resuming mid-run replays it exactly. Lightning calls ``set_epoch``
+    before every epoch; it is passed on to the dataset so augmentation depends on it too.
     """
 
-    def __init__(self, dataset: ViewSetDataset, seed: int):
-        self.dataset, self.n, self.seed, self.epoch = dataset, len(dataset), seed, 0
+    def __init__(self, dataset: ViewSetDataset, batch_size: int, seed: int):
+        self.dataset, self.batch_size, self.seed, self.epoch = dataset, batch_size, seed, 0
+        self.buckets: dict[int, list[int]] = {}
+        for index in range(len(dataset)):
+            frames = frame_count(dataset.bench.samples[index])
+            self.buckets.setdefault(frames, []).append(index)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
         self.dataset.set_epoch(epoch)
 
+    def _batches(self) -> list[list[int]]:
+        rng = random.Random(f"sampler/{self.seed}/{self.epoch}")
+        batches = []
+        for frames in sorted(self.buckets):
+            order = list(self.buckets[frames])
+            rng.shuffle(order)
+            batches += [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        rng.shuffle(batches)
+        return batches
+
     def __len__(self) -> int:
-        return self.n
+        return sum(-(-len(b) // self.batch_size) for b in self.buckets.values())
 
     def __iter__(self):
-        order = list(range(self.n))
-        random.Random(f"sampler/{self.seed}/{self.epoch}").shuffle(order)
-        return iter(order)
+        return iter(self._batches())

@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 from bench.format import Benchmark, load_benchmark
 from eval.settings import ProtocolConfig, plan_queries
 from training.config import TrainConfig
-from training.data import EpochShuffleSampler, ViewSet, ViewSetDataset, collate
+from training.data import BucketBatchSampler, ViewSet, ViewSetDataset, collate, frame_count
 from training.features import FeatureCache, FeatureTable
 
 
@@ -27,6 +27,13 @@ def protocol_view_sets(bench: Benchmark, settings: list[str], seed: int) -> list
         for query in plan_queries(sample, settings, ProtocolConfig(), seed):
             out.append(ViewSet(index[sample.id], query.view_ids, query.setting))
     return out
+
+
+def frame_sorted_batches(dataset: ViewSetDataset, batch_size: int) -> list[list[int]]:
+    """Fixed evaluation batches, grouped by frame count (see BucketBatchSampler)."""
+    sets = dataset.view_sets or []
+    order = sorted(range(len(sets)), key=lambda i: frame_count(dataset.bench.samples[sets[i].sample_index]))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def _limit(bench: Benchmark, n: int) -> Benchmark:
@@ -65,15 +72,14 @@ class CrossViewDataModule(L.LightningDataModule):
         val_sets = protocol_view_sets(val, self.cfg.eval.val_settings, self.cfg.eval.seed)
         self.val_set = ViewSetDataset(val, val_table, self.tokenizer, view_sets=val_sets)
 
-    def _loader(self, dataset: ViewSetDataset, batch_size: int, sampler=None) -> DataLoader:
-        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=self.cfg.data.num_workers,
+    def _loader(self, dataset: ViewSetDataset, batch_sampler) -> DataLoader:
+        return DataLoader(dataset, batch_sampler=batch_sampler, num_workers=self.cfg.data.num_workers,
                           collate_fn=functools.partial(collate, table=dataset.table, pad_id=self.tokenizer.pad_id))
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None
-        return self._loader(self.train_set, self.cfg.data.batch_size,
-                            EpochShuffleSampler(self.train_set, self.cfg.seed))
+        return self._loader(self.train_set, BucketBatchSampler(self.train_set, self.cfg.data.batch_size, self.cfg.seed))
 
     def val_dataloader(self) -> DataLoader:
         assert self.val_set is not None
-        return self._loader(self.val_set, self.cfg.data.eval_batch_size)
+        return self._loader(self.val_set, frame_sorted_batches(self.val_set, self.cfg.data.eval_batch_size))

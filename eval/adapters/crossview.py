@@ -59,9 +59,21 @@ class CrossViewAdapter(ModelAdapter):
 
     @torch.no_grad()
     def generate(self, requests: list[Request]) -> list[Response]:
-        from training.data import ViewSet, build_item, collate
         if self.benchmark is None or self.table is None:
             raise RuntimeError("crossview: prepare(benchmark) must run before generate")
+        # Clips and still images are run apart: padding a batch to its longest clip would
+        # make every still image cost as much as an 8-frame clip.
+        groups: dict[int, list[int]] = {}
+        for i, req in enumerate(requests):
+            groups.setdefault(max(len(v.image_paths) for v in req.views), []).append(i)
+        responses: list[Response | None] = [None] * len(requests)
+        for indices in groups.values():
+            for i, response in zip(indices, self._score([requests[i] for i in indices])):
+                responses[i] = response
+        return responses
+
+    def _score(self, requests: list[Request]) -> list[Response]:
+        from training.data import ViewSet, build_item, collate
         items = []
         for req in requests:
             sample = req.sample  # options as asked (rotated under --circular)
