@@ -78,7 +78,7 @@ def plot_per_task(summary: dict, path: Path, title: str | None = None) -> Path:
     by_task, ci = summary.get("by_task", {}), summary.get("by_task_ci", {})
     chance, n = summary.get("by_task_chance", {}), summary.get("by_task_n", {})
     tasks = sorted(by_task)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(tasks) + 1.5), 3.6), dpi=150)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(tasks) + 1.5), 4.2), dpi=150)
     if tasks:
         ys = [by_task[t] for t in tasks]
         errs = list(zip(*[_err(by_task[t], ci.get(t)) for t in tasks]))
@@ -87,7 +87,9 @@ def plot_per_task(summary: dict, path: Path, title: str | None = None) -> Path:
         for i, t in enumerate(tasks):
             ax.hlines(chance.get(t, 0), i - 0.4, i + 0.4, colors="#d62728", linestyles="--", zorder=3,
                       label="chance" if i == 0 else None)
-        ax.set_xticks(range(len(tasks)), [f"{t}\n(n={n.get(t, 0)})" for t in tasks], fontsize=8)
+        # Slanted: task names are long and would run into each other side by side.
+        ax.set_xticks(range(len(tasks)), [f"{t} (n={n.get(t, 0)})" for t in tasks], fontsize=7,
+                      rotation=35, ha="right", rotation_mode="anchor")
         ax.legend(fontsize=8)
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 105)
