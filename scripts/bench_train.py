@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     from eval.adapters.crossview import CrossViewAdapter
     from eval.runner import evaluate
     from training.config import load_train_config
-    from training.data import collate
+    from training.data import BucketBatchSampler, collate
     from training.datamodule import CrossViewDataModule, split_images
     from training.features import load_image_tensor
     from training.module import CrossViewModule
@@ -58,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     backbone = cache.encoder
     bcfg = backbone.cfg
     batch_size = cfg.data.batch_size
-    n_batches_epoch = -(-len(dataset) // batch_size)
 
     def step(batch):
         out = module.model(batch)
@@ -68,11 +67,16 @@ def main(argv: list[str] | None = None) -> int:
         optimizer.step()
 
     row_to_path = {row: path for path, row in dataset.table.index.items()}
+    # The first batches of the real (shuffled, frame-bucketed) epoch: a representative mix of
+    # still images and clips, the same batches for both variants.
+    all_batches = list(BucketBatchSampler(dataset, batch_size, cfg.seed))
+    timed_batches = all_batches[:args.batches]
+    n_batches_epoch = len(all_batches)
 
     def time_batches(reencode: bool) -> tuple[float, int]:
         seconds, images = 0.0, 0
-        for b in range(args.batches):
-            items = [dataset[i] for i in range(b * batch_size, min(len(dataset), (b + 1) * batch_size))]
+        for indices in timed_batches:
+            items = [dataset[i] for i in indices]
             t0 = time.time()
             batch = collate(items, dataset.table, tokenizer.pad_id)
             if reencode:  # what a pipeline without the cache does: decode + encode every frame
@@ -83,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
                 images += len(paths)
             step(batch)
             seconds += time.time() - t0
-        return seconds / args.batches * n_batches_epoch, images
+        return seconds / len(timed_batches) * n_batches_epoch, images
 
+    time_batches(False)  # warm-up: first-call allocations would bias whichever ran first
     cached_epoch, _ = time_batches(False)
     reencode_epoch, reencoded = time_batches(True)
 
