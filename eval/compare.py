@@ -87,8 +87,11 @@ def run_label(manifest: dict, out_dir: Path) -> str:
     return f"{manifest.get('model', '?')} ({Path(out_dir).name})"
 
 
-def compare_runs(out_dirs: list[str | Path], n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> str:
-    """Markdown: the SSMN and CVBench tables over all runs and paired tests against the first."""
+def compare_runs(out_dirs: list[str | Path], n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
+                 labels: list[str] | None = None) -> str:
+    """Markdown: the SSMN and CVBench tables over all runs and paired tests against the first.
+
+    ``labels`` names the rows (default: "model (folder)")."""
     runs, problems = [], []
     for d in out_dirs:
         try:
@@ -103,7 +106,8 @@ def compare_runs(out_dirs: list[str | Path], n_boot: int = DEFAULT_N_BOOT, seed:
                      for d, m, _, _ in runs[1:] if m.get("bench_sha256") != ref_sha]
     if problems:
         raise EvalInputError(problems, DATA)
-    rows = [(run_label(m, d), s) for d, m, s, _ in runs]
+    names = labels if labels and len(labels) == len(runs) else [run_label(m, d) for d, m, _, _ in runs]
+    rows = [(name, s) for name, (_, _, s, _) in zip(names, runs)]
     ref_dir, ref_man, ref_sum, ref_recs = runs[0]
     max_extra = ref_sum.get("run", {}).get("protocol", {}).get("max_extra", {"SVS": 3, "MVN": 2})
     ref_units = score_units(ref_recs)

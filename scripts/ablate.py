@@ -109,7 +109,7 @@ def write_outputs(out: Path, runs: list[tuple[str, Path, float]]) -> dict:
     for name, s in rows:
         parts += [f"## Failure taxonomy: {name}", "", render_failure_table(s), ""]
     parts += ["## Paired comparison against the full model", "",
-              compare_runs([d for _, d, _ in runs]).split("## Paired differences against the reference", 1)[-1].strip(), ""]
+              compare_runs([d for _, d, _ in runs], labels=[n for n, _, _ in runs]).split("## Paired differences against the reference", 1)[-1].strip(), ""]
     (out / "ablation.md").write_text("\n".join(parts) + "\n")
     keys = ("acc", "acc_ci", "delta_dis", "delta_dis_ci", "delta_dis_by_subset", "necessity_gap", "necessity_gap_ci",
             "by_axis_granularity", "by_task", "failure_taxonomy", "chance", "n_samples")
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="reuse a finished `python train.py` run folder of configs/default.yaml as the full row")
     parser.add_argument("--skip-blind", action="store_true", help="skip the SmolLM2 blind baseline")
     parser.add_argument("--settings", default="+0,+1,+2,+3,-1,all")
+    parser.add_argument("--report-only", action="store_true", help="only rewrite the outputs from finished runs")
     parser.add_argument("overrides", nargs="*", help="key=value for every trained config")
     args = parser.parse_args(argv)
     bench, out = Path(args.bench), Path(args.out)
@@ -136,6 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     settings = [s for s in args.settings.split(",") if s]
     started = time.time()
     runs: list[tuple[str, Path, float]] = []
+    if args.report_only:
+        previous = json.loads((out / "ablation.json").read_text()) if (out / "ablation.json").is_file() else {}
+        for name, _ in training_configs():
+            folder = Path(args.full_run) / "eval" if name == "full" and args.full_run else out / "runs" / name / "eval"
+            if (folder / "summary.json").is_file():
+                runs.append((name, folder, previous.get(name, {}).get("seconds", 0.0)))
+        for folder in sorted((out / "zero_shot").glob("*")) if (out / "zero_shot").is_dir() else []:
+            runs.append((folder.name, folder, previous.get(folder.name, {}).get("seconds", 0.0)))
+        write_outputs(out, runs)
+        print(f"[ablate] rewrote {out / 'ablation.md'} from {len(runs)} finished runs")
+        return 0
     for name, config in training_configs():
         if args.configs is not None and name not in args.configs:
             continue
