@@ -83,6 +83,7 @@ def plot_curves(rows: list[tuple[str, dict]], path: Path) -> None:
         chance = rows[0][1].get("chance", {}).get(subset) if rows else None
         if chance is not None:
             ax.axhline(chance, color="grey", linestyle=":", label="chance")
+        ax.set_xticks(range(4 if subset == "SVS" else 3))
         ax.set_title(f"{subset}: accuracy vs extra views")
         ax.set_xlabel("extra views added to V_GT (+k)")
         ax.grid(alpha=0.3)
