@@ -145,11 +145,10 @@ class FeatureCache:
                 entries[digest] = {}  # placeholder: one encode per distinct content
             else:
                 entries[digest] = entry
-        todo = [(p, d) for p, d in missing]
-        if todo:
-            bar = tqdm(total=len(todo), desc=desc, unit="img", disable=None)
-            for start in range(0, len(todo), self.batch_size):
-                chunk = todo[start:start + self.batch_size]
+        if missing:
+            bar = tqdm(total=len(missing), desc=desc, unit="img", disable=None)
+            for start in range(0, len(missing), self.batch_size):
+                chunk = missing[start:start + self.batch_size]
                 out = self._encode([Path(p) for p, _ in chunk])
                 for row, (_, digest) in enumerate(chunk):
                     self._write(digest, out["patch_tokens"][row], out["pooled"][row])
