@@ -134,3 +134,66 @@ def test_person_track_moves_and_jumps():
     z0, z1 = joints(p, 0.0)["pelvis"][2], joints(p, 0.5)["pelvis"][2]
     assert abs(z1 - z0 - 0.3) < 1e-6
     assert joints(p, 0.5)["pelvis"][0] > joints(p, 0.0)["pelvis"][0]
+
+
+# --- rules added for yield: the landmark radius, view-aware distractors, the dividing line ---
+
+def test_place_label_is_3d_feet_distance_to_footprints():
+    objects = [("red box", (0.0, 0.0), 0.4), ("blue ball", (3.0, 0.0), 0.2)]
+    assert tt.place_label((0.7, 0.0), objects) == "red box"      # 0.3 m from the box's footprint
+    assert tt.place_label((0.0, -0.85), objects) == "red box"    # 0.45 m: still at it
+    assert tt.place_label((1.1, 0.0), objects) is None           # 0.7 m: too close to call
+    assert tt.place_label((1.6, 1.2), objects) == "transit"      # > 1 m from both
+    # near one object but within the clear radius of another: nobody can say which
+    assert tt.place_label((1.5, 0.0), [("red box", (0.0, 0.0), 0.4), ("green pole", (2.3, 0.0), 0.16)]) is None
+
+
+def test_ambiguous_pick_keeps_every_single_view_open():
+    truth = "a"
+    per_view = [{"a", "b"}, {"a", "c", "d"}, {"a", "b", "c", "d", "e"}, {"a", "e"}]
+    picked = tt.ambiguous_pick(truth, ["z", "e", "d", "c", "b"], per_view, 3, [truth])
+    assert len(picked) == 3 and truth not in picked
+    assert all(len(s & set([truth] + picked)) >= 2 for s in per_view)   # no view settles it alone
+    opts = tt.cover_options(truth, [("z", "typed")], ["b", "c", "d", "e"], per_view, np.random.default_rng(0),
+                            False, "fill")
+    listed, types = opts
+    assert listed[0] == truth and all(len(s & set(listed)) >= 2 for s in per_view)
+    assert "z" not in listed  # a typed value no view allows loses to ones that keep views open
+
+
+def test_dividing_line_cameras_each_see_one_side():
+    from bench.synth.camera import project
+    from bench.synth.config import CameraConfig
+    from bench.synth.scene_temporal import crosses, crossing_frame, half_view_cameras
+
+    divide = 0.3
+    e, n = np.array([np.cos(divide), np.sin(divide)]), np.array([-np.sin(divide), np.cos(divide)])
+    cams = half_view_cameras(np.random.default_rng(1), 4, CameraConfig(min_radius=3.8, max_radius=4.8, min_fov=36.0,
+                                                                      max_fov=46.0), 64, 64, divide)
+
+    def sees(cam, xy):
+        uv, z = project(cam, np.array([[xy[0], xy[1], 1.0]]))
+        return z[0] > 0 and 0 <= uv[0, 0] < 64 and 0 <= uv[0, 1] < 64
+
+    for side, ks in ((1, (0, 2)), (-1, (1, 3))):
+        for along in (-1.5, 0.0, 1.5):
+            p = along * e + side * 1.2 * n
+            assert all(sees(cams[k], p) for k in ks) and not any(sees(cams[k], p) for k in set(range(4)) - set(ks))
+    path = [tuple(x * n + 0.2 * e) for x in np.linspace(-1.5, 1.5, 8)]
+    assert crosses(path, divide, 0.3) and crossing_frame(path, divide) == 4
+    assert not crosses([(p[0] + 3 * n[0], p[1] + 3 * n[1]) for p in path], divide, 0.3)
+
+
+def test_performer_travels_and_hand_actions_start_on_cue():
+    from bench.synth import motion
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        s = motion.performer(rng, T, (0.0, 0.0))
+        if s is None:
+            continue
+        moving = sum(b in ("walk", "jump") for b in s.body)
+        assert np.hypot(*np.subtract(s.xy[-1], s.xy[0])) > 0.4 * (moving - 1)  # walking and hopping move the person
+        motion.retime_hands(rng, s, 2)  # (a start too late for both actions to fit is moved earlier)
+        assert s.channels["arms"][:2] == ["rest"] * 2 and s.channels["arms"][2] != "rest"
+        assert s.info["hand_order"][0] == s.channels["arms"][2]

@@ -98,6 +98,10 @@ class TemporalConfig:
     camera: CameraConfig = field(default_factory=lambda: CameraConfig(
         min_radius=3.8, max_radius=4.8, min_fov=36.0, max_fov=46.0, aim_jitter=1.6))
     # ^ each camera aims to one side (aim_jitter = largest offset): people walk in and out of its view
+    divide: bool = True           # cameras in pairs at both ends of a line, each seeing one side of it,
+    # ^ and everybody crosses the line (else: ring cameras aimed to alternating sides)
+    cross_margin: float = 0.3     # divide: a path must reach this far (m) to both sides of the line
+    place_tries: int = 100        # draws per person before giving up on placing them
     enabled: list[str] = field(default_factory=lambda: list(TEMPORAL_TASKS))
     per_scene: int = 5            # verified questions kept per task and temporal scene (before balancing)
 

@@ -179,9 +179,14 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
             mark_jobs = []
             for s_idx, split in enumerate(SPLITS):
                 res = [r for r in results if r["split"] == split]
-                rng = np.random.default_rng([cfg.seed, 3, s_idx])
-                records = select([rec for r in res for rec in r["records"]], cfg, rng)
-                assign_letters(records, cfg, rng)
+                records = []
+                # each axis is balanced on its own, with its own seeded stream: the spatial
+                # questions do not change when the temporal part does (and vice versa)
+                for axis, tag in (("spatial", 3), ("temporal", 6)):
+                    rng = np.random.default_rng([cfg.seed, tag, s_idx])
+                    kept = select([rec for r in res for rec in r["records"] if rec["axis"] == axis], cfg, rng)
+                    assign_letters(kept, cfg, rng)
+                    records += kept
                 cams = {r["sid"]: r["cameras"] for r in res}
                 times = {r["sid"]: r["times"] for r in res}
                 per_scene: dict[str, list] = {}

@@ -25,6 +25,7 @@ from bench.synth.body import Pose
 STEP = 0.55            # metres walked per frame (0.5 s at a brisk pace)
 STRIDE = 0.12          # ankle offset (fraction of H) while walking
 JUMP_LIFT = (0.28, 0.38)  # metres off the floor on a jump frame
+HOP = 0.45             # metres travelled per jump frame (a performer hops forward)
 SQUAT_DROP = 0.25      # pelvis drop (fraction of H) while squatting
 BODY_ACTIONS = ["walk", "jump", "squat", "sit"]
 ARM_ACTIONS = ["raise_l", "raise_r", "wave_l", "wave_r"]
@@ -89,8 +90,9 @@ def _counts(rng: np.random.Generator, hi: int = 4) -> int:
     return int(rng.integers(0, hi + 1))
 
 
-def tour(rng: np.random.Generator, start_obj, end_obj, T: int) -> Script:
-    """Stand next to ``start_obj``, walk over, stand next to ``end_obj``; jump and wave on the way."""
+def tour(rng: np.random.Generator, start_obj, end_obj, T: int, signals: bool = False) -> Script:
+    """Stand next to ``start_obj``, walk over, stand next to ``end_obj``; jump on the way, and
+    wave now and then or (``signals``) do two hand actions in order."""
     a = b = 2  # short stays, a long walk: the walk carries the person across cameras' views
     m = T - a - b
     ax, ay = start_obj.xy
@@ -115,23 +117,34 @@ def tour(rng: np.random.Generator, start_obj, end_obj, T: int) -> Script:
     jumps = events(rng, list(range(T)), _counts(rng))
     for f in jumps:
         body[f] = "jump"
+    info = {"start": start_obj.name, "end": end_obj.name}
+    if signals:
+        labels, arms, acts = _hand_actions(rng, T)
+        return Script("tour", xy, yaw, body, arms, {"place": place, "jump": _channel(jumps, T), "arms": labels},
+                      dict(info, hand_order=acts))
     wave_l = _channel(events(rng, list(range(T)), _counts(rng)), T)
     wave_r = _channel(events(rng, list(range(T)), _counts(rng)), T)
     return Script("tour", xy, yaw, body, _arms_from_waves(wave_l, wave_r),
-                  {"place": place, "jump": _channel(jumps, T), "wave_l": wave_l, "wave_r": wave_r},
-                  {"start": start_obj.name, "end": end_obj.name})
+                  {"place": place, "jump": _channel(jumps, T), "wave_l": wave_l, "wave_r": wave_r}, info)
 
 
-def _hand_actions(rng: np.random.Generator, T: int) -> tuple[list[str], list[dict], list[str]]:
+def _hand_actions(rng: np.random.Generator, T: int, start: int | None = None) -> tuple[list[str], list[dict], list[str]]:
     """Two different hand actions one after the other, 2-3 frames each, with rests around them.
 
+    Args:
+        start: the frame the first action starts on (>= 1; clipped so both actions fit);
+            None: anywhere after at least one resting frame.
     Returns:
         (per-frame label, per-frame arm states, [first action, second action]).
     """
     acts = [ARM_ACTIONS[i] for i in rng.permutation(len(ARM_ACTIONS))[:2]]
     la, lb = int(rng.integers(2, 4)), int(rng.integers(2, 4))
-    rests = rng.multinomial(T - la - lb - 1, [1 / 3] * 3) + np.array([1, 0, 0])
-    # ^ at least one resting frame first: "which first" then needs the start of the clip too
+    if start is None:
+        rests = rng.multinomial(T - la - lb - 1, [1 / 3] * 3) + np.array([1, 0, 0])
+        # ^ at least one resting frame first: "which first" then needs the start of the clip too
+    else:
+        first = min(max(start, 1), T - la - lb)
+        rests = np.concatenate([[first], rng.multinomial(T - la - lb - first, [0.5, 0.5])])
     labels = ["rest"] * rests[0] + [acts[0]] * la + ["rest"] * rests[1] + [acts[1]] * lb + ["rest"] * rests[2]
     arms = []
     for lab in labels:
@@ -145,18 +158,19 @@ def _hand_actions(rng: np.random.Generator, T: int) -> tuple[list[str], list[dic
 def walker(rng: np.random.Generator, start: tuple[float, float], direction: float, T: int, signals: bool) -> Script:
     """Walk straight across the scene for the whole clip, through several cameras' views.
 
-    ``signals``: do two hand actions in order (role ``signaller``); else jump and wave with
-    either hand now and then (role ``walker``: the repetition-counting role).
+    Jump now and then; ``signals``: do two hand actions in order (role ``signaller``), else
+    wave with either hand now and then (role ``walker``: the repetition-counting role).
     """
     u = (math.cos(direction), math.sin(direction))
     xy = [(start[0] + u[0] * STEP * f, start[1] + u[1] * STEP * f) for f in range(T)]
     body = ["walk"] * T
-    if signals:
-        labels, arms, acts = _hand_actions(rng, T)
-        return Script("signaller", xy, [direction] * T, body, arms, {"arms": labels}, {"hand_order": acts})
     jumps = events(rng, list(range(T)), _counts(rng))
     for f in jumps:
         body[f] = "jump"
+    if signals:
+        labels, arms, acts = _hand_actions(rng, T)
+        return Script("signaller", xy, [direction] * T, body, arms, {"arms": labels, "jump": _channel(jumps, T)},
+                      {"hand_order": acts})
     wave_l = _channel(events(rng, list(range(T)), _counts(rng)), T)
     wave_r = _channel(events(rng, list(range(T)), _counts(rng)), T)
     return Script("walker", xy, [direction] * T, body, _arms_from_waves(wave_l, wave_r),
@@ -225,29 +239,28 @@ def performer(rng: np.random.Generator, T: int, anchor, seat=None) -> Script | N
     if segs is None:
         return None
     body = [lab for lab, n in segs for _ in range(n)]
-    place = seat.xy if "sit" in body else anchor
     direction = rng.uniform(0, 2 * math.pi)
     u = (math.cos(direction), math.sin(direction))
-    # in-place actions before the walk happen at ``before``, after it at ``after``; the seat
-    # (or the anchor) is on the side of the walk that holds the sit (or the other actions)
-    walk_i = next((i for i, (lab, _) in enumerate(segs) if lab == "walk"), None)
-    before = after = place
-    if walk_i is not None:
-        span = STEP * (segs[walk_i][1] + 1)
-        at_end = walk_i == 0 or (walk_i < len(segs) - 1 and segs[walk_i + 1][0] == "sit")
-        if at_end:
-            before = (place[0] - u[0] * span, place[1] - u[1] * span)
-        else:
-            after = (place[0] + u[0] * span, place[1] + u[1] * span)
-    xy, yaw = [], []
-    for i, (lab, n) in enumerate(segs):
-        for k in range(n):
-            if lab == "walk":
-                xy.append((before[0] + u[0] * STEP * (k + 1), before[1] + u[1] * STEP * (k + 1)))
-            else:
-                xy.append(before if walk_i is None or i < walk_i else after)
-            yaw.append(seat.yaw if lab == "sit" and seat.kind == "chair" else direction)
+    # walking and jumping carry the person along ``u`` (jumps are hops forward), so the clip
+    # spans several metres and no one camera sees all of it; squats and sits stay put
+    along, d = [], 0.0
+    for lab in body:
+        d += STEP if lab == "walk" else HOP if lab == "jump" else 0.0
+        along.append(d)
+    if "sit" in body:  # the seat is where the sitting happens
+        ref, place = along[body.index("sit")], seat.xy
+    else:              # the anchor is the middle of the path
+        ref, place = 0.5 * (along[0] + along[-1]), anchor
+    xy = [(place[0] + u[0] * (a - ref), place[1] + u[1] * (a - ref)) for a in along]
+    yaw = [seat.yaw if lab == "sit" and seat.kind == "chair" else direction for lab in body]
     arm_lab, arms, acts = _hand_actions(rng, T)
     info = {"seat_z": seat.seat_height() if seat is not None else None, "sequence": [lab for lab, _ in segs],
             "hand_order": acts}
     return Script("performer", xy, yaw, body, arms, {"body": body, "arms": arm_lab}, info)
+
+
+def retime_hands(rng: np.random.Generator, script: Script, start: int) -> None:
+    """Redraw the hand actions of a ``performer`` or ``signaller`` so the first one starts on
+    frame ``start`` (e.g. when the person crosses from one camera's half into another's)."""
+    labels, arms, acts = _hand_actions(rng, len(script.xy), start)
+    script.arms, script.channels["arms"], script.info["hand_order"] = arms, labels, acts

@@ -20,20 +20,43 @@ from bench.synth.camera import Camera, make_camera
 from bench.synth.scene import (HATS, OBJECT_COLOURS, OBJECT_ID0, SHIRTS, TROUSERS, Scene, SceneObject, _reach_person,
                                _sample_objects)
 
-ROLES = ["walker", "tour", "toucher", "performer", "signaller", "walker"]
+ROLES = ["walker", "tour", "toucher", "performer", "signaller", "tour", "performer", "toucher"]
 PERSON_GAP = 0.6     # people never come closer than this on the same frame
 OBJECT_GAP = 0.3     # ... nor closer than this to an object's footprint (except the one they use)
 
 
-def half_view_cameras(rng: np.random.Generator, n: int, cfg, width: int, height: int) -> list[Camera]:
-    """``n`` ring cameras, each aimed off-centre to one side of its line of sight (alternating
-    sides), so each covers about half the scene: a person who walks across is seen by some
-    cameras for part of the clip and by others for the rest.
+def half_view_cameras(rng: np.random.Generator, n: int, cfg, width: int, height: int,
+                      divide: float | None = None) -> list[Camera]:
+    """``n`` cameras that each see one half of the scene.
+
+    With ``divide`` (the direction of a line through the scene centre, radians), cameras stand
+    in pairs at both ends of that line, one just to each side of it, looking along it and
+    turned outward so the inner edge of the field of view runs about along the line: each
+    camera sees the people on its own side. A person who crosses the line is seen by some
+    cameras before and by others after, so no camera sees the whole clip. Camera k stands at
+    end ``+, +, -, -`` and side ``+, -, +, -`` (cycling). Without ``divide``: ring cameras aimed
+    off-centre to alternating sides (each covers about half the scene).
 
     Args:
         cfg: a ``CameraConfig`` (radius, elevation, field of view, yaw jitter; ``aim_jitter``
-            is the largest sideways offset of the aim point).
+            is the largest sideways offset of the aim point of the ring layout).
     """
+    if divide is not None:
+        e, nrm = np.array([math.cos(divide), math.sin(divide)]), np.array([-math.sin(divide), math.cos(divide)])
+        cams = []
+        for k in range(n):
+            end, side = (1, 1, -1, -1)[k % 4], (1, -1, 1, -1)[k % 4]
+            fov = rng.uniform(cfg.min_fov, cfg.max_fov)
+            radius = rng.uniform(cfg.min_radius, cfg.max_radius)
+            eye_xy = end * radius * e + side * rng.uniform(0.25, 0.5) * nrm
+            # inner edge of the view a few degrees past the line: the halves overlap a little
+            turn = math.radians(0.5 * fov - rng.uniform(2.0, 5.0))
+            look = math.cos(turn) * (-end * e) + math.sin(turn) * side * nrm
+            eye = np.array([eye_xy[0], eye_xy[1], rng.uniform(cfg.min_elevation, cfg.max_elevation)])
+            aim_xy = eye_xy + look * radius
+            cams.append(make_camera(f"cam{k}", eye, np.array([aim_xy[0], aim_xy[1], rng.uniform(0.6, 1.0)]), fov,
+                                    width, height))
+        return cams
     cams, phase = [], rng.uniform(0, 2 * math.pi)
     for k in range(n):
         yaw = phase + 2 * math.pi * k / n + math.radians(rng.uniform(-cfg.yaw_jitter, cfg.yaw_jitter))
@@ -44,6 +67,20 @@ def half_view_cameras(rng: np.random.Generator, n: int, cfg, width: int, height:
         aim = np.array([off[0], off[1], rng.uniform(0.6, 1.0)])
         cams.append(make_camera(f"cam{k}", eye, aim, rng.uniform(cfg.min_fov, cfg.max_fov), width, height))
     return cams
+
+
+def crossing_frame(xy: list, divide: float) -> int:
+    """The first frame on the other side of the dividing line from frame 0."""
+    nrm = (-math.sin(divide), math.cos(divide))
+    d = [x * nrm[0] + y * nrm[1] for x, y in xy]
+    return next((f for f, x in enumerate(d) if (x > 0) != (d[0] > 0)), len(xy))
+
+
+def crosses(xy: list, divide: float, margin: float) -> bool:
+    """Whether a path goes from one side of the dividing line to the other (by ``margin`` m)."""
+    nrm = (-math.sin(divide), math.cos(divide))
+    d = [x * nrm[0] + y * nrm[1] for x, y in xy]
+    return min(d) < -margin and max(d) > margin
 
 
 def _panels(rng: np.random.Generator, objects: list, n: int, radius: float) -> list:
@@ -76,7 +113,8 @@ def _fits(xy: list, exempt: set, objects, others: list[list], max_radius: float)
     return True
 
 
-def _build(role: str, rng: np.random.Generator, objects, height: float, T: int, radius: float, used_seat: bool):
+def _build(role: str, rng: np.random.Generator, objects, height: float, T: int, radius: float, used_seat: bool,
+           divide: float | None = None):
     """(script, exempt object ids) for one role, or None when this draw does not work out."""
     if role in ("walker", "signaller"):  # enter near the edge, cross through the middle
         ang = rng.uniform(0, 2 * math.pi)
@@ -86,8 +124,13 @@ def _build(role: str, rng: np.random.Generator, objects, height: float, T: int, 
     if role == "tour":
         if len(objects) < 2:
             return None
-        i, j = rng.choice(len(objects), 2, replace=False)
-        return motion.tour(rng, objects[i], objects[j], T), {objects[i].oid, objects[j].oid}
+        pairs = [(i, j) for i in range(len(objects)) for j in range(len(objects)) if i != j]
+        if divide is not None:  # from one side of the dividing line to the other, where possible
+            nrm = (-math.sin(divide), math.cos(divide))
+            side = [o.xy[0] * nrm[0] + o.xy[1] * nrm[1] for o in objects]
+            pairs = [(i, j) for i, j in pairs if side[i] * side[j] < 0] or pairs
+        i, j = pairs[rng.integers(len(pairs))]
+        return motion.tour(rng, objects[i], objects[j], T, bool(rng.random() < 0.5)), {objects[i].oid, objects[j].oid}
     if role == "toucher":
         obj = objects[rng.integers(len(objects))]
         side = "l" if rng.random() < 0.5 else "r"
@@ -97,7 +140,7 @@ def _build(role: str, rng: np.random.Generator, objects, height: float, T: int, 
         return motion.toucher(rng, obj, placed, side, T), {obj.oid}
     seats = [o for o in objects if o.can_seat()] if not used_seat else []
     seat = seats[rng.integers(len(seats))] if seats and rng.random() < 0.6 else None
-    rr, ang = radius * math.sqrt(rng.random()), rng.uniform(0, 2 * math.pi)
+    rr, ang = 0.6 * radius * math.sqrt(rng.random()), rng.uniform(0, 2 * math.pi)  # the path crosses the middle
     script = motion.performer(rng, T, (rr * math.cos(ang), rr * math.sin(ang)), seat)
     if script is None:
         return None
@@ -117,17 +160,24 @@ def sample_temporal_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
     roles += [ROLES[int(rng.integers(len(ROLES)))] for _ in range(max(0, n_persons - len(roles)))]
     roles = sorted(roles[:n_persons], key=lambda r: r != "walker")  # long paths first: they are hardest to fit
     shirts = [SHIRTS[i] for i in rng.permutation(len(SHIRTS))]  # unique: a shirt names a person
+    divide = rng.uniform(0, math.pi) if tc.divide else None
     persons, scripts, paths = [], {}, []
     used_seat = False
     for role in roles[:n_persons]:
-        for _ in range(30):
+        for _ in range(tc.place_tries):
             height = float(rng.uniform(sc.min_height, sc.max_height))
-            built = _build(role, rng, props, height, T, tc.area_radius - 0.4, used_seat)
+            built = _build(role, rng, props, height, T, tc.area_radius - 0.4, used_seat, divide)
             if built is None:
                 continue
             script, exempt = built
             if not _fits(script.xy, exempt, objects, paths, tc.area_radius):
                 continue
+            if divide is not None and not crosses(script.xy, divide, tc.cross_margin):
+                continue  # someone who stays on one side is seen whole by that side's cameras
+            if divide is not None and "arms" in script.channels:
+                # the first hand action starts as the person crosses: the cameras of one side
+                # see the rest before it, the other side's the action (but not what came before)
+                motion.retime_hands(rng, script, crossing_frame(script.xy, divide) + int(rng.integers(0, 2)))
             pid = len(persons) + 1
             shirt = shirts[pid - 1]
             trousers = shirt
@@ -141,5 +191,5 @@ def sample_temporal_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
             paths.append(script.xy)
             used_seat |= "sit" in script.body
             break
-    cams = half_view_cameras(rng, tc.cameras, tc.camera, cfg.render.width, cfg.render.height)
+    cams = half_view_cameras(rng, tc.cameras, tc.camera, cfg.render.width, cfg.render.height, divide)
     return Scene(sid, persons, objects, cams, {}, [round(f * tc.frame_dt, 6) for f in range(T)], scripts)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from bench.synth import verify_temporal as vt
-from bench.synth.options import categorical_options, numeric_options
+from bench.synth.options import N_LISTED, categorical_options, numeric_options
 from bench.synth.tasks_common import Candidate, TaskContext, direction_to_camera
 
 QUESTIONS = {
@@ -49,6 +49,43 @@ def _span(ctx: TaskContext, table: dict, views, entities: list[int]) -> dict:
     return out
 
 
+def ambiguous_pick(truth: str, order: list[str], per_view: list[set], k: int, listed: list[str]) -> list[str]:
+    """Up to ``k`` distractors from ``order`` (in preference order) that keep single views undecided.
+
+    ``per_view``: per view, the answer values still possible for someone who sees only that
+    view. A view that leaves only the truth among the listed values would settle the question
+    alone (no SVI), and one that leaves two gives a single-view guesser even odds; so each
+    pick is the value that most views still allow, each view weighted by 1 / (listed values
+    it still allows): the most settled views first; ties go to the earlier value in ``order``.
+    """
+    listed, chosen = list(listed), []
+    pool = [v for i, v in enumerate(order) if v != truth and v not in listed and v not in order[:i]]
+    while len(chosen) < k and pool:
+        left = [len(s & set(listed)) or 1 for s in per_view]
+        score = [sum(1.0 / n for s, n in zip(per_view, left) if v in s) for v in pool]
+        best = max(range(len(pool)), key=lambda i: (score[i], -i))
+        chosen.append(pool.pop(best))
+        listed.append(chosen[-1])
+    return chosen
+
+
+def cover_options(truth: str, typed: list[tuple[str, str]], pool: list[str], per_view: list[set], rng,
+                  nota_answer: bool, fill_type: str):
+    """``categorical_options`` with distractors picked by ``ambiguous_pick`` (typed ones first
+    on ties, then the pool in a seeded order); None when fewer than four values exist."""
+    listed: list[str] = [] if nota_answer else [truth]
+    kinds = {v: k for v, k in reversed(typed)}
+    order = [v for v, _ in typed] + [pool[i] for i in rng.permutation(len(pool))]
+    chosen = ambiguous_pick(truth, order, per_view, N_LISTED - len(listed), listed)
+    if len(listed) + len(chosen) < N_LISTED:
+        return None
+    return listed + chosen, {v: kinds.get(v, fill_type) for v in chosen}
+
+
+def _singles(consistent, table: dict, facts: dict) -> list[set]:
+    return [consistent(table, facts, [v]) for v in table]
+
+
 def _persons(ctx: TaskContext, channel: str):
     """(person, script) of people with ``channel`` in their script, in a seeded order."""
     people = [p for p in ctx.scene.persons if channel in ctx.scene.scripts[p.pid].channels]
@@ -81,11 +118,18 @@ def _count_candidates(ctx: TaskContext, task: str, channel: str, visible, questi
         nota = ctx.want_nota()
         extra = [(sum(script.channels[other]), "other_hand")] if other and other in script.channels else []
 
-        def make_options(gt, table=table, truth=truth, extra=extra, nota=nota):
-            typed = count_distractors(table, gt) + extra
-            return numeric_options(truth, typed, 0, hi, ctx.rng, nota)
-
         facts = {"person": person.pid, "grammar": grammar, "domain": vt.grammar_answers(grammar)}
+
+        def make_options(gt, table=table, truth=truth, extra=extra, nota=nota, facts=facts):
+            typed = [(v, k) for v, k in count_distractors(table, gt) + extra if 0 <= v <= hi]
+            kinds = {str(v): k for v, k in reversed(typed)}
+            rest = [str(v) for v in ctx.rng.permutation(hi + 1)]
+            need = N_LISTED - (0 if nota else 1)
+            picked = ambiguous_pick(str(truth), [str(v) for v, _ in typed] + rest,
+                                    _singles(consistent_count, table, facts), need, [] if nota else [str(truth)])
+            return numeric_options(truth, [(int(v), kinds.get(v, "view_consistent")) for v in picked], 0, hi,
+                                   ctx.rng, nota)
+
         yield Candidate(task, question.format(shirt=person.shirt), str(truth), nota, facts, table, make_options,
                         spans=_span(ctx, table, ctx.views, [person.pid]))
 
@@ -109,18 +153,42 @@ def consistent_trajectory(table: dict, facts: dict, views: list[str]) -> set[str
     return vt.values(facts["grammar"], vt.label_mask(table, facts, views))
 
 
-def _place_obs(ctx: TaskContext, v: str, f: int, pid: int, truth: str) -> str | None:
-    """The landmark (or ``transit``) a view shows, only when the picture is unambiguous: at a
-    landmark, the person's mask touches that object's mask and no other; in transit, the
-    person's feet are visible and no object touches their mask."""
+AT_RADIUS = 0.5       # feet within this of an object's footprint: "at" that object (3-D truth) ...
+CLEAR_RADIUS = 1.0    # ... and farther than this from every other one; "in transit": farther from all
+
+
+def place_label(xy, objects) -> str | None:
+    """The landmark a person standing at ``xy`` is at, ``transit``, or None (in between).
+
+    ``objects``: (name, (x, y), footprint radius). At X: the feet are within ``AT_RADIUS`` of
+    X's footprint and more than ``CLEAR_RADIUS`` from every other object's; in transit: more
+    than ``CLEAR_RADIUS`` from all of them; anything else is too close to call.
+    """
+    dist = {n: math.dist(xy, oxy) - r for n, oxy, r in objects}
+    near = [n for n, d in dist.items() if d <= AT_RADIUS]
+    if len(near) == 1 and all(d > CLEAR_RADIUS for n, d in dist.items() if n != near[0]):
+        return near[0]
+    if all(d > CLEAR_RADIUS for d in dist.values()):
+        return "transit"
+    return None
+
+
+def _place_obs(ctx: TaskContext, v: str, f: int, pid: int, truth: str, xy) -> str | None:
+    """The landmark (or ``transit``) a view shows. A calibrated camera that sees a person's
+    feet on the floor knows where they stand, so a view tells "at X" when it recognises the
+    person, sees their feet and sees X, and ``place_label`` of the true feet position is X;
+    it tells "in transit" when it sees the feet and ``place_label`` says transit. The label
+    must agree with the script (frames where it does not are nobody's evidence)."""
     rec = _rec(ctx, v, f, pid)
-    if rec is None:
+    if rec is None or not FEET & set(rec["parts"]):
         return None
-    obs = ctx.obs[v][f]
-    touching = [o.name for o in ctx.scene.objects if obs["pairs"][(pid, o.oid)]["any"] == "overlap"]
-    if truth == "transit":
-        return "transit" if not touching and FEET & set(rec["parts"]) else None
-    return truth if touching == [truth] else None
+    props = [o for o in ctx.scene.objects if o.kind != "panel"]
+    label = place_label(xy, [(o.name, o.xy, o.radius) for o in props])
+    if label is None or label != truth:
+        return None
+    if label != "transit" and not ctx.obs[v][f]["objects"][next(o.oid for o in props if o.name == label)]["visible"]:
+        return None
+    return label
 
 
 def propose_trajectory(ctx: TaskContext):
@@ -130,7 +198,8 @@ def propose_trajectory(ctx: TaskContext):
     for person, script in _persons(ctx, "place"):
         start, end = script.info["start"], script.info["end"]
         labels = script.channels["place"]
-        table = {v: {"obs": [_place_obs(ctx, v, f, person.pid, labels[f]) for f in range(T)]} for v in ctx.views}
+        table = {v: {"obs": [_place_obs(ctx, v, f, person.pid, labels[f], script.xy[f]) for f in range(T)]}
+                 for v in ctx.views}
         others = [n for n in names if n not in (start, end)]
         if not others:
             continue
@@ -142,10 +211,11 @@ def propose_trajectory(ctx: TaskContext):
         nota = ctx.want_nota()
         truth = vt.path_text(start, end)
         domain = vt.grammar_answers(grammar)
-        opts = categorical_options(truth, typed, domain, rng, nota, "wrong_landmark")
+        facts = {"person": person.pid, "grammar": grammar, "domain": domain}
+        opts = cover_options(truth, typed, domain, _singles(consistent_trajectory, table, facts), rng, nota,
+                             "wrong_landmark")
         if opts is None:
             continue
-        facts = {"person": person.pid, "grammar": grammar, "domain": domain}
         by_name = {o.name: o.oid for o in ctx.scene.objects}
         yield Candidate("trajectory", QUESTIONS["trajectory"].format(shirt=person.shirt), truth, nota, facts, table,
                         lambda gt, o=opts: o,
@@ -183,16 +253,18 @@ def propose_motion(ctx: TaskContext):
         nota = ctx.want_nota()
         domain = vt.grammar_answers(grammar)
 
-        def make_options(gt, table=table, seq=seq, truth=truth, wrong=wrong, nota=nota, domain=domain):
+        facts = {"person": person.pid, "grammar": grammar, "domain": domain}
+
+        def make_options(gt, table=table, seq=seq, truth=truth, wrong=wrong, nota=nota, domain=domain, facts=facts):
             partial = max((_compress(table[v]["obs"]) for v in gt), key=len)
             typed = [(vt.sequence_text(seq[::-1]), "reversed_order"), (VAGUE, "vague_verb")]
             if len(partial) >= 2 and partial != seq:
                 typed.append((vt.sequence_text(partial), "single_view_sequence"))
             if wrong != seq and len(set(wrong)) == len(wrong):
                 typed.append((vt.sequence_text(wrong), "wrong_action"))
-            return categorical_options(truth, typed, domain, ctx.rng, nota, "other_sequence")
+            return cover_options(truth, typed, domain, _singles(consistent_motion, table, facts), ctx.rng, nota,
+                                 "other_sequence")
 
-        facts = {"person": person.pid, "grammar": grammar, "domain": domain}
         yield Candidate("motion_recognition", QUESTIONS["motion_recognition"].format(shirt=person.shirt), truth, nota,
                         facts, table, make_options, spans=_span(ctx, table, ctx.views, [person.pid]))
 
@@ -221,11 +293,11 @@ def propose_hand_order(ctx: TaskContext):
             table[v] = {"obs": obs}
         nota = ctx.want_nota()
         truth = vt.HAND_TEXT[first]
-        opts = categorical_options(truth, [(vt.HAND_TEXT[second], "reversed_order")], list(vt.HAND_TEXT.values()),
-                                   rng, nota, "not_performed")
+        facts = {"person": person.pid, "grammar": grammar, "domain": vt.grammar_answers(grammar)}
+        opts = cover_options(truth, [(vt.HAND_TEXT[second], "reversed_order")], list(vt.HAND_TEXT.values()),
+                             _singles(consistent_hand_order, table, facts), rng, nota, "not_performed")
         if opts is None:
             continue
-        facts = {"person": person.pid, "grammar": grammar, "domain": vt.grammar_answers(grammar)}
         yield Candidate("limb_action_order", QUESTIONS["limb_action_order"].format(shirt=person.shirt), truth, nota,
                         facts, table, lambda gt, o=opts: o, spans=_span(ctx, table, ctx.views, [person.pid]))
 
@@ -255,12 +327,12 @@ def propose_touch(ctx: TaskContext):
                      if o.name in names}
         near = sorted((n for n in names if n != target.name), key=path_dist.get)
         nota = ctx.want_nota()
-        opts = categorical_options(target.name, [(near[0], "nearest_object")] if near else [], near, rng, nota,
-                                   "other_object")
-        if opts is None:
-            continue
         facts = {"person": person.pid, "grammar": grammar, "domain": names,
                  "confirm_angle": ctx.cfg.observe.confirm_angle}
+        opts = cover_options(target.name, [(near[0], "nearest_object")] if near else [], near,
+                             _singles(consistent_touch, table, facts), rng, nota, "other_object")
+        if opts is None:
+            continue
         q = QUESTIONS["limb_contact_over_time"].format(shirt=person.shirt, side=SIDE_TEXT[side])
         yield Candidate("limb_contact_over_time", q, target.name, nota, facts, table, lambda gt, o=opts: o,
                         value_key=target.kind, spans=_span(ctx, table, ctx.views, [person.pid, target.oid]))
