@@ -24,6 +24,13 @@ class Outer:
     path: str | None = None
 
 
+def test_exponent_without_dot_is_a_number():
+    # YAML 1.1 reads "2e-3" as a string; a researcher typing optim.lr=2e-3 means a float.
+    assert load_config(Outer, None, ["inner.dropout=2e-3"]).inner.dropout == 0.002
+    with pytest.raises(ConfigError, match="inner.dropout: expected a number, got 'x1'"):
+        load_config(Outer, None, ["inner.dropout=x1"])
+
+
 def test_defaults_file_and_overrides(tmp_path):
     cfg_file = tmp_path / "c.yaml"
     cfg_file.write_text("seed: 3\ninner:\n  depth: 4\n")
