@@ -178,13 +178,13 @@ def walker(rng: np.random.Generator, start: tuple[float, float], direction: floa
 
 
 def toucher(rng: np.random.Generator, obj, placed: tuple, side: str, T: int) -> Script:
-    """Walk up to ``obj``, touch it with the ``side`` hand for 2-3 frames, walk away.
+    """Walk up to ``obj``, touch it with the ``side`` hand for 3-4 frames, walk away.
 
     Args:
         placed: (xy, yaw, drop, target) of the reaching stance (``scene._reach_person``).
     """
     (rx, ry), yaw0, drop, target = placed
-    k = int(rng.integers(2, 4))
+    k = int(rng.integers(3, 5))  # long enough for two cameras to catch the hand on the same frame
     a = int(rng.integers(1, T - k))          # walking frames before the touch (>= 1 after it too)
     fwd = (math.cos(yaw0), math.sin(yaw0))
     away = yaw0 + math.pi + math.radians(rng.uniform(-70, 70))

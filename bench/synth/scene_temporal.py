@@ -21,7 +21,8 @@ from bench.synth.scene import (HATS, OBJECT_COLOURS, OBJECT_ID0, SHIRTS, TROUSER
                                _sample_objects)
 
 ROLES = ["walker", "tour", "toucher", "performer", "signaller", "tour", "performer", "toucher"]
-PERSON_GAP = 0.6     # people never come closer than this on the same frame
+PLACE_ORDER = ["tour", "walker", "toucher", "performer", "signaller"]
+PERSON_GAP = 0.5     # people never come closer than this on the same frame
 OBJECT_GAP = 0.3     # ... nor closer than this to an object's footprint (except the one they use)
 
 
@@ -158,7 +159,9 @@ def sample_temporal_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
     n_persons = int(rng.integers(tc.min_persons, tc.max_persons + 1))
     roles = [ROLES[i] for i in rng.permutation(len(ROLES))]
     roles += [ROLES[int(rng.integers(len(ROLES)))] for _ in range(max(0, n_persons - len(roles)))]
-    roles = sorted(roles[:n_persons], key=lambda r: r != "walker")  # long paths first: they are hardest to fit
+    # tours first (only they give trajectories, and they need two objects on opposite sides),
+    # then the long paths of walkers, which are hard to fit once the scene fills up
+    roles = sorted(roles[:n_persons], key=PLACE_ORDER.index)
     shirts = [SHIRTS[i] for i in rng.permutation(len(SHIRTS))]  # unique: a shirt names a person
     divide = rng.uniform(0, math.pi) if tc.divide else None
     persons, scripts, paths = [], {}, []

@@ -25,7 +25,6 @@ QUESTIONS = {
     "limb_contact_over_time": "Which object does the person in the {shirt} shirt touch with their {side} hand?",
 }
 SIDE_TEXT = {"l": "left", "r": "right"}
-VAGUE = "moves around"
 FEET = {"foot_l", "foot_r", "lower_leg_l", "lower_leg_r"}  # a visible shin or foot shows the feet are off the floor
 
 
@@ -70,12 +69,15 @@ def ambiguous_pick(truth: str, order: list[str], per_view: list[set], k: int, li
 
 
 def cover_options(truth: str, typed: list[tuple[str, str]], pool: list[str], per_view: list[set], rng,
-                  nota_answer: bool, fill_type: str):
+                  nota_answer: bool, fill_type: str, keep_order: bool = False):
     """``categorical_options`` with distractors picked by ``ambiguous_pick`` (typed ones first
     on ties, then the pool in a seeded order); None when fewer than four values exist."""
     listed: list[str] = [] if nota_answer else [truth]
     kinds = {v: k for v, k in reversed(typed)}
-    order = [v for v, _ in typed] + [pool[i] for i in rng.permutation(len(pool))]
+    if keep_order:  # the pool is in order of preference
+        order = [v for v, _ in typed] + list(pool)
+    else:
+        order = [v for v, _ in typed] + [pool[i] for i in rng.permutation(len(pool))]
     chosen = ambiguous_pick(truth, order, per_view, N_LISTED - len(listed), listed)
     if len(listed) + len(chosen) < N_LISTED:
         return None
@@ -121,14 +123,20 @@ def _count_candidates(ctx: TaskContext, task: str, channel: str, visible, questi
         facts = {"person": person.pid, "grammar": grammar, "domain": vt.grammar_answers(grammar)}
 
         def make_options(gt, table=table, truth=truth, extra=extra, nota=nota, facts=facts):
-            typed = [(v, k) for v, k in count_distractors(table, gt) + extra if 0 <= v <= hi]
-            kinds = {str(v): k for v, k in reversed(typed)}
-            rest = [str(v) for v in ctx.rng.permutation(hi + 1)]
-            need = N_LISTED - (0 if nota else 1)
-            picked = ambiguous_pick(str(truth), [str(v) for v, _ in typed] + rest,
-                                    _singles(consistent_count, table, facts), need, [] if nota else [str(truth)])
-            return numeric_options(truth, [(int(v), kinds.get(v, "view_consistent")) for v in picked], 0, hi,
-                                   ctx.rng, nota)
+            # every support value but one is listed; the one left out is drawn uniformly among
+            # those whose absence leaves no single view settled, so that each number is listed
+            # (and, answers being flat, right) about equally often: omitting the values far
+            # from the evidence would make the extremes right whenever they are listed
+            kinds = {v: k for v, k in reversed(count_distractors(table, gt) + extra)}
+            others = [v for v in range(hi + 1) if v != truth]
+            keep = others
+            if not nota:
+                singles = [{int(x) for x in vals} for vals in _singles(consistent_count, table, facts)]
+                ok = [o for o in others if not any(len(sv) > 1 and not (sv & (set(others) - {o})) for sv in singles)]
+                omit = (ok or others)[int(ctx.rng.integers(len(ok or others)))]
+                keep = [v for v in others if v != omit]
+            typed = [(v, kinds.get(v, "off_by_%d" % min(abs(v - truth), 2))) for v in keep]
+            return numeric_options(truth, typed, 0, hi, ctx.rng, nota)
 
         yield Candidate(task, question.format(shirt=person.shirt), str(truth), nota, facts, table, make_options,
                         spans=_span(ctx, table, ctx.views, [person.pid]))
@@ -257,13 +265,20 @@ def propose_motion(ctx: TaskContext):
 
         def make_options(gt, table=table, seq=seq, truth=truth, wrong=wrong, nota=nota, domain=domain, facts=facts):
             partial = max((_compress(table[v]["obs"]) for v in gt), key=len)
-            typed = [(vt.sequence_text(seq[::-1]), "reversed_order"), (VAGUE, "vague_verb")]
-            if len(partial) >= 2 and partial != seq:
+            typed = [(vt.sequence_text(seq[::-1]), "reversed_order")]
+            if len(partial) == len(seq) and partial != seq:
                 typed.append((vt.sequence_text(partial), "single_view_sequence"))
             if wrong != seq and len(set(wrong)) == len(wrong):
                 typed.append((vt.sequence_text(wrong), "wrong_action"))
-            return cover_options(truth, typed, domain, _singles(consistent_motion, table, facts), ctx.rng, nota,
-                                 "other_sequence")
+            # single views mostly leave open *longer* sequences (actions they did not see): ties
+            # go to sequences as long as the answer (the shortest option is still right more
+            # often than chance; a stricter rule left few questions that keep SVI)
+            n = len(seq)
+            shuffled = [domain[i] for i in ctx.rng.permutation(len(domain))]
+            pool = sorted(shuffled, key=lambda d: abs(d.count(", then ") + 1 - n))
+            typed = [(v, k) for v, k in typed if v.count(", then ") + 1 == n]
+            return cover_options(truth, typed, pool, _singles(consistent_motion, table, facts), ctx.rng, nota,
+                                 "other_sequence", keep_order=True)
 
         yield Candidate("motion_recognition", QUESTIONS["motion_recognition"].format(shirt=person.shirt), truth, nota,
                         facts, table, make_options, spans=_span(ctx, table, ctx.views, [person.pid]))
