@@ -29,6 +29,7 @@ HOP = 0.45             # metres travelled per jump frame (a performer hops forwa
 SQUAT_DROP = 0.25      # pelvis drop (fraction of H) while squatting
 BODY_ACTIONS = ["walk", "jump", "squat", "sit"]
 ARM_ACTIONS = ["raise_l", "raise_r", "wave_l", "wave_r"]
+SEGMENTS = (2, 3)      # how many whole-body actions a performer does
 
 
 @dataclass
@@ -215,7 +216,7 @@ def toucher(rng: np.random.Generator, obj, placed: tuple, side: str, T: int) -> 
 def _segments(rng: np.random.Generator, T: int, vocab: list[str]) -> list[tuple[str, int]] | None:
     """2-3 distinct actions of >= 2 frames each filling T frames; sitting only next to walking
     (a person walks to the seat and away from it)."""
-    n = int(rng.integers(2, 4))
+    n = int(rng.choice(SEGMENTS))
     labels = [vocab[i] for i in rng.permutation(len(vocab))[:n]]
     if len(labels) < 2 or T < 2 * len(labels):
         return None

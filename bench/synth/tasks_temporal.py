@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from bench.synth import motion
 from bench.synth import verify_temporal as vt
 from bench.synth.options import N_LISTED, categorical_options, numeric_options
 from bench.synth.tasks_common import Candidate, TaskContext, direction_to_camera
@@ -270,18 +271,21 @@ def propose_motion(ctx: TaskContext):
                 typed.append((vt.sequence_text(partial), "single_view_sequence"))
             if wrong != seq and len(set(wrong)) == len(wrong):
                 typed.append((vt.sequence_text(wrong), "wrong_action"))
-            # single views mostly leave open *longer* sequences (actions they did not see): ties
-            # go to sequences as long as the answer (the shortest option is still right more
-            # often than chance; a stricter rule left few questions that keep SVI)
+            # options name as many actions as performers do (2-3; others would never be right),
+            # and ties go to sequences as long as the answer: single views mostly leave open
+            # *longer* sequences (actions they did not see), which would make the shorter
+            # option right more often; answers are also balanced by length (value_key)
             n = len(seq)
-            shuffled = [domain[i] for i in ctx.rng.permutation(len(domain))]
+            plausible = [d for d in domain if d.count(", then ") + 1 in motion.SEGMENTS]
+            shuffled = [plausible[i] for i in ctx.rng.permutation(len(plausible))]
             pool = sorted(shuffled, key=lambda d: abs(d.count(", then ") + 1 - n))
             typed = [(v, k) for v, k in typed if v.count(", then ") + 1 == n]
             return cover_options(truth, typed, pool, _singles(consistent_motion, table, facts), ctx.rng, nota,
                                  "other_sequence", keep_order=True)
 
         yield Candidate("motion_recognition", QUESTIONS["motion_recognition"].format(shirt=person.shirt), truth, nota,
-                        facts, table, make_options, spans=_span(ctx, table, ctx.views, [person.pid]))
+                        facts, table, make_options, value_key=f"{len(seq)} actions",
+                        spans=_span(ctx, table, ctx.views, [person.pid]))
 
 
 # --- hand actions: which first --------------------------------------------------------------
