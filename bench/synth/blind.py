@@ -3,6 +3,14 @@
 Each option is scored by a linear model over hashed features of its own words, its words
 crossed with the question's words, the (task, option text) pair and its letter; a softmax
 over the options is fit by SGD. If this beats chance, the text leaks the answer.
+
+``option_prior_features`` is a lower-capacity probe of the same kind (``OptionPriorProbe``):
+it sees only the *shape* of each option relative to the others of its question (its length,
+its last word (an object kind), how many other options share each of its slots ("from X" /
+"to Y", the k-th action) and how much it overlaps with them, i.e. whether it is the
+"consensus" option), each crossed with the task. Structural leaks (e.g. "the answer shares
+its start with one option and its end with another", "2-action options are right more
+often") show up here on a few hundred questions, long before the bag of words finds them.
 """
 from __future__ import annotations
 
@@ -32,6 +40,41 @@ def option_features(sample: dict) -> list[np.ndarray]:
     return feats
 
 
+_SLOT = re.compile(r", then | to |^from ")
+
+
+def _slots(opt: str) -> list[str]:
+    """An option's parts: the actions of a sequence, the ends of a walk, else the whole text."""
+    return [p.strip() for p in _SLOT.split(opt.lower()) if p.strip()]
+
+
+def option_prior_features(sample: dict) -> list[np.ndarray]:
+    """Option-only structural features (no question words, no letters), one array per option."""
+    opts = [o for o in sample["options"] if o != "None of the above"]
+    words = [set(_WORD.findall(o.lower())) for o in opts]
+    slots = [_slots(o) for o in opts]
+    overlap = [sum(len(w & x) for j, x in enumerate(words) if j != i) for i, w in enumerate(words)]
+    ranks = {v: r for r, v in enumerate(sorted(set(overlap), reverse=True))}
+    feats, task = [], sample["task"]
+    for opt in sample["options"]:
+        if opt == "None of the above":
+            keys = ["nota"]
+        else:
+            i = opts.index(opt)
+            o_words = _WORD.findall(opt.lower())
+            keys = [f"nw:{len(o_words)}", f"ns:{len(slots[i])}", f"last:{o_words[-1] if o_words else ''}",
+                    f"ovl_rank:{ranks[overlap[i]]}", f"ovl_top:{overlap[i] == max(overlap)}"]
+            shared = [sum(len(s) > k and s[k] == slots[i][k] for j, s in enumerate(slots) if j != i)
+                      for k in range(len(slots[i]))]
+            keys += [f"slot{k}_shared:{n}" for k, n in enumerate(shared[:3])]
+            keys += [f"slots_shared:{'/'.join(map(str, shared[:3]))}", f"slot_any_shared:{sum(n > 0 for n in shared)}"]
+            if len(slots[i]) >= 2:
+                keys.append(f"slotlast_shared:{shared[-1]}")
+        keys = keys + [f"t:{task}|{k}" for k in keys]
+        feats.append(np.array(sorted({_h(k) for k in keys}), dtype=np.int64))
+    return feats
+
+
 class BlindClassifier:
     """Softmax over options of a linear bag-of-words score.
 
@@ -39,6 +82,8 @@ class BlindClassifier:
     different orders are trained and their weights averaged: the reported accuracy is then a
     property of the data, not of one shuffle.
     """
+
+    features = staticmethod(option_features)
 
     def __init__(self, epochs: int = 6, lr: float = 0.1, l2: float = 1e-3, n_seeds: int = 3, seed: int = 0):
         self.w = np.zeros(DIM)
@@ -49,7 +94,7 @@ class BlindClassifier:
         return np.array([w[f].sum() for f in feats])
 
     def fit(self, samples: list[dict]) -> "BlindClassifier":
-        data = [(option_features(s), "ABCDEFGHIJ".index(s["answer"])) for s in samples]
+        data = [(self.features(s), "ABCDEFGHIJ".index(s["answer"])) for s in samples]
         total = np.zeros(DIM)
         for k in range(self.n_seeds):
             w = np.zeros(DIM)
@@ -68,9 +113,17 @@ class BlindClassifier:
         return self
 
     def predict(self, sample: dict) -> str:
-        return "ABCDEFGHIJ"[int(np.argmax(self._scores(option_features(sample))))]
+        return "ABCDEFGHIJ"[int(np.argmax(self._scores(self.features(sample))))]
 
     def accuracy(self, samples: list[dict]) -> float:
         if not samples:
             return float("nan")
         return float(np.mean([self.predict(s) == s["answer"] for s in samples]))
+
+
+class OptionPriorProbe(BlindClassifier):
+    """The blind model's softmax over ``option_prior_features`` only: can the *form* of the
+    options (not their words) pick the answer? Fit on train, scored on test; near chance
+    when options carry no prior."""
+
+    features = staticmethod(option_prior_features)

@@ -2,7 +2,9 @@
 
 Everything is recomputed from the stored JSON: SVI/CVR from the per-view observations in
 ``meta`` with the same task verifiers the generator used, letter and value balance, a
-text-only bag-of-words baseline (trained on train, scored on test) and a single-view oracle.
+text-only bag-of-words baseline (trained on train, scored on test), an option-prior probe (the
+same kind of model on option-only structural features: length, object kind, what an option
+shares with the others; ``option_prior_acc``, should sit at chance) and a single-view oracle.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.synth.blind import BlindClassifier
+from bench.synth.blind import BlindClassifier, OptionPriorProbe
 from bench.synth.contact_sheet import contact_sheet
 from bench.synth.generate import SPLITS
 from bench.synth.options import NOTA
@@ -36,7 +38,7 @@ def _reverify(s: dict) -> dict:
     return res
 
 
-def _rates(pairs: list[tuple[dict, dict]], blind, test: list[dict], n_opts: int) -> dict:
+def _rates(pairs: list[tuple[dict, dict]], blind, test: list[dict], n_opts: int, prior=None) -> dict:
     """SVI / CVR / golden-view rates, chance, blind and single-view oracle over some samples."""
     mvn = [c for s, c in pairs if s["subset"] == "MVN"]
     svs = [c for s, c in pairs if s["subset"] == "SVS"]
@@ -46,6 +48,7 @@ def _rates(pairs: list[tuple[dict, dict]], blind, test: list[dict], n_opts: int)
             "svs_golden_rate": mean([c["svi"] and c["cvr"] for c in svs]),
             "chance": mean([1.0 / len(s["options"]) for s, _ in pairs]),
             "blind_acc": round(blind.accuracy(test), 4) if test else None,
+            "option_prior_acc": round(prior.accuracy(test), 4) if test and prior is not None else None,
             "single_view_oracle_acc_mvn": mean([c["oracle_correct"] for c in mvn]),
             "letter_hist": _hist([s["answer"] for s, _ in pairs], n_opts)}
 
@@ -79,6 +82,7 @@ def check(root: str | Path, out: str | Path | None = None, sheet: str | Path | N
     n_opts = max((len(s["options"]) for s in samples), default=4)
     chance = float(np.mean([1.0 / len(s["options"]) for s in samples])) if samples else float("nan")
     blind = BlindClassifier().fit(data.get("train", []))
+    prior = OptionPriorProbe().fit(data.get("train", []))
     test = data.get("test", [])
     view_stats = {}
     for s in samples:
@@ -100,6 +104,7 @@ def check(root: str | Path, out: str | Path | None = None, sheet: str | Path | N
         "chance": round(chance, 4),
         "blind_acc": round(blind.accuracy(test), 4),
         "blind_n_test": len(test),
+        "option_prior_acc": round(prior.accuracy(test), 4),
         "single_view_oracle_acc_mvn": round(float(np.mean([c["oracle_correct"] for _, c in mvn])), 4) if mvn else None,
         "persons_per_image": round(float(np.mean(seen)), 3) if seen else None,
         "occlusion_rate": round(occ / vis, 4) if vis else None,
@@ -110,14 +115,15 @@ def check(root: str | Path, out: str | Path | None = None, sheet: str | Path | N
     report["by_axis"], report["by_axis_granularity"] = {}, {}
     for axis in sorted({s.get("axis") or "spatial" for s in samples}):
         pairs = [(s, c) for s, c in zip(samples, checks) if (s.get("axis") or "spatial") == axis]
-        report["by_axis"][axis] = _rates(pairs, blind, [s for s in test if (s.get("axis") or "spatial") == axis], n_opts)
+        report["by_axis"][axis] = _rates(pairs, blind, [s for s in test if (s.get("axis") or "spatial") == axis], n_opts,
+                                           prior)
         report["by_axis"][axis]["unique_images"] = len({(split, f["image"]) for split in data for s in data[split]
                                                          if (s.get("axis") or "spatial") == axis
                                                          for v in s["views"] for f in v["frames"]})
         for gran in sorted({s["granularity"] for s, _ in pairs}):
             sub = [(s, c) for s, c in pairs if s["granularity"] == gran]
             t_sub = [s for s in test if (s.get("axis") or "spatial") == axis and s["granularity"] == gran]
-            report["by_axis_granularity"][f"{axis}/{gran}"] = _rates(sub, blind, t_sub, n_opts)
+            report["by_axis_granularity"][f"{axis}/{gran}"] = _rates(sub, blind, t_sub, n_opts, prior)
     by_task: dict[str, dict] = defaultdict(dict)
     for name in sorted({s["task"] for s in samples}):
         ss = [(s, c) for s, c in zip(samples, checks) if s["task"] == name]
@@ -129,6 +135,7 @@ def check(root: str | Path, out: str | Path | None = None, sheet: str | Path | N
             "verified_rate": round(float(np.mean([c["svi"] and c["cvr"] for _, c in ss])), 4),
             "oracle_acc": round(float(np.mean([c["oracle_correct"] for _, c in ss])), 4),
             "blind_acc_test": round(blind.accuracy(t_test), 4) if t_test else None,
+            "option_prior_acc_test": round(prior.accuracy(t_test), 4) if t_test else None,
             "letter_hist": _hist([s["answer"] for s, _ in ss], n_opts),
             "answer_values": dict(sorted(vals.items())),
             "distractor_types": dict(sorted(Counter(t for s, _ in ss for t in s["distractors"].values()).items())),
