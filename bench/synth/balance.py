@@ -5,7 +5,11 @@ Per split and task, in a seeded order, a verified question is kept unless it wou
   value (values with at least ``major_value_share`` of the task), flattening the answer prior,
 - push "None of the above" answers above ``options.none_share`` (5-option mode), or
 - (MVN) push the single-view oracle's hits above chance: a question the best single view
-  happens to get right is kept only while such hits stay within 1 / n_options of the task.
+  happens to get right is kept only while such hits stay within 1 / n_options of the task, or
+- (tasks in ``OPTION_KEYS``) make some option feature (an object kind, a number of actions,
+  the start / end of a walk) right more or less often than 1 / n_options of the times it is
+  listed, by more than ``_key_slack``: flat answers alone do not stop "listed boxes are
+  right 37 % of the time" when some kinds are listed as distractors more often than others.
 Answer letters are then dealt round-robin in a shuffled order: exactly balanced per task.
 """
 from __future__ import annotations
@@ -31,6 +35,35 @@ def value_key(rec: dict) -> str:
     return rec["answer_value"]
 
 
+def _kind(text: str) -> str:
+    return text.split()[-1]
+
+
+# option features a text-only model could count (per listed option, a list of keys); only
+# temporal tasks, so that the spatial selection stays as it was
+OPTION_KEYS = {
+    "limb_contact_over_time": lambda o: ["kind:" + _kind(o)],
+    "motion_recognition": lambda o: [f"n:{o.count(', then ') + 1}"] + [f"a{i}:{a}" for i, a in enumerate(o.split(", then "))],
+    "trajectory": lambda o: ["s:" + _kind(o.split(" to the ")[0]), "e:" + _kind(o)],
+}
+
+
+def _key_slack(listed: int, chance: float) -> float:
+    return max(2.0, 0.1 * chance * listed)
+
+
+def _option_keys_ok(r: dict, keyf, right: Counter, listed: Counter, chance: float) -> bool:
+    """Whether keeping ``r`` leaves every option key right within slack of chance x listed."""
+    add_l = Counter(k for o in r["listed"] for k in keyf(o))
+    add_r = Counter(keyf(r["answer_value"])) if r["answer_value"] != NOTA else Counter()
+    for k in set(add_l) | set(add_r):
+        n_l, n_r = listed[k] + add_l[k], right[k] + add_r[k]
+        dev, before = n_r - chance * n_l, right[k] - chance * listed[k]
+        if abs(dev) > _key_slack(n_l, chance) and abs(dev) > abs(before):
+            return False  # out of bounds, and not on the way back
+    return True
+
+
 def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
     """Balanced subset of ``records`` (question records from ``verify_candidate``)."""
     nota_mode = cfg.options.mode == "cvbench"
@@ -48,6 +81,7 @@ def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
         major = [c for c in values.values() if c >= cfg.tasks.major_value_share * total] or [total]
         cap = math.ceil(cfg.tasks.value_cap * min(major))
         counts, kept, n_nota, hits = Counter(), [], 0, 0
+        keyf, k_right, k_listed = OPTION_KEYS.get(task), Counter(), Counter()
         for r in recs:
             if r["answer_value"] == NOTA:
                 if n_nota + 1 > cfg.options.none_share * (len(kept) + 1):
@@ -56,6 +90,12 @@ def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
                 continue
             if r["subset"] == "MVN" and r["oracle_correct"] and hits + 1 > chance * (len(kept) + 1):
                 continue
+            if keyf is not None:
+                if not _option_keys_ok(r, keyf, k_right, k_listed, 1.0 / len(r["listed"])):
+                    continue
+                k_listed.update(k for o in r["listed"] for k in keyf(o))
+                if r["answer_value"] != NOTA:
+                    k_right.update(keyf(r["answer_value"]))
             kept.append(r)
             counts[value_key(r)] += 1
             n_nota += r["answer_value"] == NOTA
