@@ -19,6 +19,7 @@ from collections import Counter
 
 import numpy as np
 
+from bench.synth.blind import option_prior_keys, structure_signature
 from bench.synth.options import LETTERS, NOTA, N_LISTED, arrange
 
 
@@ -42,9 +43,10 @@ def _kind(text: str) -> str:
 # option features a text-only model could count (per listed option, a list of keys); only
 # temporal tasks, so that the spatial selection stays as it was
 OPTION_KEYS = {
-    "limb_contact_over_time": lambda o: ["kind:" + _kind(o)],
-    "motion_recognition": lambda o: [f"n:{o.count(', then ') + 1}"] + [f"a{i}:{a}" for i, a in enumerate(o.split(", then "))],
-    "trajectory": lambda o: ["s:" + _kind(o.split(" to the ")[0]), "e:" + _kind(o)],
+    "limb_contact_over_time": lambda o, sig: ["kind:" + _kind(o)],
+    "motion_recognition": lambda o, sig: [f"n:{o.count(', then ') + 1}", "sig:" + sig[o]]
+    + [f"a{i}:{a}" for i, a in enumerate(o.split(", then "))],
+    "trajectory": lambda o, sig: ["s:" + _kind(o.split(" to the ")[0]), "e:" + _kind(o)],
 }
 
 
@@ -52,10 +54,19 @@ def _key_slack(listed: int, chance: float) -> float:
     return max(2.0, 0.1 * chance * listed)
 
 
+def _keys_of(r: dict, keyf) -> tuple[Counter, Counter]:
+    """Option keys of a record: over its listed options, and of its answer (none for NOTA).
+    ``keyf(option, signatures)``: signatures are each option's structural form among the
+    listed ones (``blind.structure_signature``), e.g. "shares its first action with one other"."""
+    sig = dict(zip(r["listed"], (structure_signature(k) for k in option_prior_keys(r["listed"]))))
+    listed = Counter(k for o in r["listed"] for k in keyf(o, sig))
+    right = Counter(keyf(r["answer_value"], sig)) if r["answer_value"] != NOTA else Counter()
+    return listed, right
+
+
 def _option_keys_ok(r: dict, keyf, right: Counter, listed: Counter, chance: float) -> bool:
     """Whether keeping ``r`` leaves every option key right within slack of chance x listed."""
-    add_l = Counter(k for o in r["listed"] for k in keyf(o))
-    add_r = Counter(keyf(r["answer_value"])) if r["answer_value"] != NOTA else Counter()
+    add_l, add_r = _keys_of(r, keyf)
     for k in set(add_l) | set(add_r):
         n_l, n_r = listed[k] + add_l[k], right[k] + add_r[k]
         dev, before = n_r - chance * n_l, right[k] - chance * listed[k]
@@ -93,9 +104,9 @@ def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
             if keyf is not None:
                 if not _option_keys_ok(r, keyf, k_right, k_listed, 1.0 / len(r["listed"])):
                     continue
-                k_listed.update(k for o in r["listed"] for k in keyf(o))
-                if r["answer_value"] != NOTA:
-                    k_right.update(keyf(r["answer_value"]))
+                add_l, add_r = _keys_of(r, keyf)
+                k_listed.update(add_l)
+                k_right.update(add_r)
             kept.append(r)
             counts[value_key(r)] += 1
             n_nota += r["answer_value"] == NOTA

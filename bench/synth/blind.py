@@ -50,13 +50,20 @@ def _slots(opt: str) -> list[str]:
 
 def option_prior_features(sample: dict) -> list[np.ndarray]:
     """Option-only structural features (no question words, no letters), one array per option."""
-    opts = [o for o in sample["options"] if o != "None of the above"]
+    task = sample["task"]
+    return [np.array(sorted({_h(k) for k in keys + [f"t:{task}|{k}" for k in keys]}), dtype=np.int64)
+            for keys in option_prior_keys(sample["options"])]
+
+
+def option_prior_keys(options: list[str]) -> list[list[str]]:
+    """The (unhashed) keys of ``option_prior_features``, one list per option."""
+    opts = [o for o in options if o != "None of the above"]
     words = [set(_WORD.findall(o.lower())) for o in opts]
     slots = [_slots(o) for o in opts]
     overlap = [sum(len(w & x) for j, x in enumerate(words) if j != i) for i, w in enumerate(words)]
     ranks = {v: r for r, v in enumerate(sorted(set(overlap), reverse=True))}
-    feats, task = [], sample["task"]
-    for opt in sample["options"]:
+    feats = []
+    for opt in options:
         if opt == "None of the above":
             keys = ["nota"]
         else:
@@ -70,9 +77,16 @@ def option_prior_features(sample: dict) -> list[np.ndarray]:
             keys += [f"slots_shared:{'/'.join(map(str, shared[:3]))}", f"slot_any_shared:{sum(n > 0 for n in shared)}"]
             if len(slots[i]) >= 2:
                 keys.append(f"slotlast_shared:{shared[-1]}")
-        keys = keys + [f"t:{task}|{k}" for k in keys]
-        feats.append(np.array(sorted({_h(k) for k in keys}), dtype=np.int64))
+        feats.append(keys)
     return feats
+
+
+STRUCT_PREFIXES = ("ns:", "ovl_rank:", "ovl_top:", "slot", "slots_shared:")
+
+
+def structure_signature(keys: list[str]) -> str:
+    """An option's structural keys (slots, sharing, overlap rank; not its words) as one string."""
+    return "|".join(sorted(k for k in keys if k.startswith(STRUCT_PREFIXES)))
 
 
 class BlindClassifier:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from bench.synth import motion
-from bench.synth import motion
 from bench.synth import verify_temporal as vt
+from bench.synth.blind import option_prior_keys, structure_signature
 from bench.synth.options import N_LISTED, categorical_options, numeric_options
 from bench.synth.tasks_common import Candidate, TaskContext, direction_to_camera
 
@@ -279,6 +279,39 @@ def _performable(text: str, n: int) -> bool:
     return all(all(labels[j] == "walk" for j in (i - 1, i + 1) if 0 <= j < n) for i, x in enumerate(labels) if x == "sit")
 
 
+def twin_options(truth: str, pool: list[str], per_view: list[set], kinds: dict[str, str], rng, fill_type: str):
+    """Motion options chosen so that the answer's *form* matches other options'.
+
+    Distractors picked by what single views leave open share the answer's first action (seen
+    by one side's cameras) and its last (seen by the other's), so the answer was the option
+    whose parts recur ("consensus"; a probe on option shape alone got 73 %). Here every set of
+    3 distractors from ``pool`` that leaves each single view two or more listed options is a
+    candidate; the chosen one maximises how many other options have exactly the answer's
+    structural signature (``blind.structure_signature``: number of actions, which slots
+    other options share, overlap rank), then the fewest listed options any view leaves, ties
+    in a seeded order. Sets where all four options look alike carry no option prior at all;
+    the rest are balanced per signature in selection (``balance.OPTION_KEYS``).
+    Returns None when no set keeps every single view undecided.
+    """
+    from itertools import combinations
+    best, best_score = None, None
+    order = [pool[i] for i in rng.permutation(len(pool))]
+    for trio in combinations(order, 3):
+        listed = [truth, *trio]
+        left = [len(s & set(listed)) for s in per_view]
+        if min(left) < 2:
+            continue
+        sig = [structure_signature(k) for k in option_prior_keys(listed)]
+        score = (sum(x == sig[0] for x in sig[1:]), min(left))
+        if best_score is None or score > best_score:
+            best, best_score = listed, score
+            if score == (3, 4):
+                break
+    if best is None:
+        return None
+    return best, {v: kinds.get(v, fill_type) for v in best[1:]}
+
+
 def propose_motion(ctx: TaskContext):
     T, rng = _frames(ctx), ctx.rng
     for person, script in _persons(ctx, "body"):
@@ -315,6 +348,9 @@ def propose_motion(ctx: TaskContext):
             shuffled = [plausible[i] for i in ctx.rng.permutation(len(plausible))]
             pool = sorted(shuffled, key=lambda d: abs(d.count(", then ") + 1 - n))
             typed = [(v, k) for v, k in typed if _performable(v, n)]
+            if not nota:
+                return twin_options(truth, [d for d in pool if d != truth], _singles(consistent_motion, table, facts),
+                                    {v: k for v, k in reversed(typed)}, ctx.rng, "other_sequence")
             return cover_options(truth, typed, pool, _singles(consistent_motion, table, facts), ctx.rng, nota,
                                  "other_sequence", keep_order=True)
 
