@@ -110,6 +110,7 @@ class LanguageHeadConfig:
     #   predicts the first option token, a zero-hop visual path (before: [prefix | prompt | ...])
     length_norm: bool = True  # score = mean (not sum) token log-prob of the option text
     freeze_lm: bool = False  # freeze a pretrained LM passed to build_model
+    option_match: bool = True  # add a bilinear option-embedding x prefix score (a shallow path)
 
 
 @dataclass

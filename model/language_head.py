@@ -13,6 +13,7 @@ Whatever token ids arrive in option_ids are scored, so letter scoring is a token
 """
 from __future__ import annotations
 
+import math
 from typing import Dict, Optional
 
 import torch
@@ -70,6 +71,14 @@ class LanguageHead(nn.Module):
         self.cfg = cfg
         if cfg.freeze_lm:
             lm.requires_grad_(False)
+        # A shallow second path to the answer: option embedding x prefix slot, bilinear. The
+        # likelihood path needs the LM to learn to emit a word from a prefix slot; this one
+        # only needs one matrix, so the answer loss reaches the visual side from step one.
+        # Zero-initialised: the scores start as pure likelihoods.
+        self.option_match: Optional[nn.Linear] = None
+        if cfg.option_match:
+            self.option_match = nn.Linear(self.width, self.width, bias=False)
+            nn.init.zeros_(self.option_match.weight)
 
     @property
     def width(self) -> int:
@@ -150,6 +159,11 @@ class LanguageHead(nn.Module):
         total = token_logprobs.sum(-1)
         count = option_mask.sum(-1).clamp_min(1).to(total.dtype)
         scores = total / count if self.cfg.length_norm else total
+        if self.option_match is not None:
+            weight = option_mask.unsqueeze(-1).to(prefix.dtype)
+            option_vec = (self.embed(option_ids) * weight).sum(2) / weight.sum(2).clamp_min(1.0)  # (B, O, W)
+            sim = torch.einsum("bow,bkw->bok", option_vec, self.option_match(prefix)) / math.sqrt(w)
+            scores = scores + torch.logsumexp(sim.float(), dim=-1) - math.log(k)  # 0 at init
         valid = option_valid & option_mask.any(-1)
         return {"option_logits": scores.masked_fill(~valid, NEG_INF),
                 "option_token_logprobs": token_logprobs}
