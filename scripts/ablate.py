@@ -40,13 +40,22 @@ def train_or_reuse(name: str, config: Path, bench: Path, out: Path, overrides: l
     run = out / "runs" / name
     if (run / "best.ckpt").is_file() and (run / "eval" / "summary.json").is_file():
         print(f"[ablate] {name}: reusing {run}", flush=True)
-        return run / "eval", 0.0
+        return run / "eval", None
     cfg = load_train_config(config, [f"data.bench_dir={bench}", f"run_name={name}", f"out_dir={out / 'runs'}",
                                      *overrides])
     started = time.time()
     print(f"[ablate] training {name} ({config.relative_to(ROOT)})", flush=True)
     train(cfg, config_name=name)
     return run / "eval", time.time() - started
+
+
+def _cost(eval_dir: Path, seconds: float | None) -> str:
+    """Seconds spent here, or, for a reused run, the fit time it recorded."""
+    if seconds is not None:
+        return f"{seconds:.0f}"
+    metrics = Path(eval_dir).parent / "metrics.json"
+    fit = json.loads(metrics.read_text()).get("fit_seconds") if metrics.is_file() else None
+    return f"reused (fit {fit:.0f})" if fit is not None else "reused"
 
 
 def score_adapter(name: str, model: str, args: dict, bench: Path, out: Path, settings: list[str]) -> tuple[Path, float]:
@@ -106,7 +115,7 @@ def write_outputs(out: Path, runs: list[tuple[str, Path, float]]) -> dict:
              "## SSMNBench layout", "", render_ssmn_table(rows), "",
              "## CVBench layout", "", render_cvbench_table(rows, blind=blind), "",
              "## Cost", "", _table(["Model", "seconds (train + eval, or eval)"],
-                                   [[n, f"{sec:.0f}"] for n, _, sec in runs]), ""]
+                                   [[n, _cost(d, sec)] for n, d, sec in runs]), ""]
     for name, s in rows:
         parts += [f"## Failure taxonomy: {name}", "", render_failure_table(s), ""]
     parts += ["## Paired comparison against the full model", "",
@@ -114,7 +123,7 @@ def write_outputs(out: Path, runs: list[tuple[str, Path, float]]) -> dict:
     (out / "ablation.md").write_text("\n".join(parts) + "\n")
     keys = ("acc", "acc_ci", "delta_dis", "delta_dis_ci", "delta_dis_by_subset", "necessity_gap", "necessity_gap_ci",
             "by_axis_granularity", "by_task", "failure_taxonomy", "chance", "n_samples")
-    table = {name: {k: s.get(k) for k in keys} | {"seconds": round(sec, 1)} for (name, s), (_, _, sec) in zip(rows, runs)}
+    table = {name: {k: s.get(k) for k in keys} | {"seconds": None if sec is None else round(sec, 1)} for (name, s), (_, _, sec) in zip(rows, runs)}
     (out / "ablation.json").write_text(json.dumps(table, indent=2) + "\n")
     plot_curves(rows, out / "distraction_curves.png")
     return table
@@ -143,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, _ in training_configs():
             folder = Path(args.full_run) / "eval" if name == "full" and args.full_run else out / "runs" / name / "eval"
             if (folder / "summary.json").is_file():
-                runs.append((name, folder, previous.get(name, {}).get("seconds", 0.0)))
+                runs.append((name, folder, previous.get(name, {}).get("seconds")))
         for folder in sorted((out / "zero_shot").glob("*")) if (out / "zero_shot").is_dir() else []:
-            runs.append((folder.name, folder, previous.get(folder.name, {}).get("seconds", 0.0)))
+            runs.append((folder.name, folder, previous.get(folder.name, {}).get("seconds")))
         write_outputs(out, runs)
         print(f"[ablate] rewrote {out / 'ablation.md'} from {len(runs)} finished runs")
         return 0
@@ -153,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.configs is not None and name not in args.configs:
             continue
         if name == "full" and args.full_run:
-            runs.append((name, Path(args.full_run) / "eval", 0.0))
+            runs.append((name, Path(args.full_run) / "eval", None))
             continue
         eval_dir, seconds = train_or_reuse(name, config, bench, out, args.overrides)
         runs.append((name, eval_dir, seconds))
