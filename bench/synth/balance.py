@@ -64,9 +64,9 @@ def _keys_of(r: dict, keyf) -> tuple[Counter, Counter]:
     return listed, right
 
 
-def _option_keys_ok(r: dict, keyf, right: Counter, listed: Counter, chance: float) -> bool:
-    """Whether keeping ``r`` leaves every option key right within slack of chance x listed."""
-    add_l, add_r = _keys_of(r, keyf)
+def _option_keys_ok(add_l: Counter, add_r: Counter, right: Counter, listed: Counter, chance: float) -> bool:
+    """Whether adding a record's keys (``_keys_of``) leaves every option key right within
+    slack of chance x listed."""
     for k in set(add_l) | set(add_r):
         n_l, n_r = listed[k] + add_l[k], right[k] + add_r[k]
         dev, before = n_r - chance * n_l, right[k] - chance * listed[k]
@@ -102,9 +102,9 @@ def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
             if r["subset"] == "MVN" and r["oracle_correct"] and hits + 1 > chance * (len(kept) + 1):
                 continue
             if keyf is not None:
-                if not _option_keys_ok(r, keyf, k_right, k_listed, 1.0 / len(r["listed"])):
-                    continue
                 add_l, add_r = _keys_of(r, keyf)
+                if not _option_keys_ok(add_l, add_r, k_right, k_listed, 1.0 / len(r["listed"])):
+                    continue
                 k_listed.update(add_l)
                 k_right.update(add_r)
             kept.append(r)

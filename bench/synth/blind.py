@@ -19,6 +19,8 @@ import zlib
 
 import numpy as np
 
+from bench.synth.options import NOTA
+
 DIM = 1 << 18
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -57,14 +59,14 @@ def option_prior_features(sample: dict) -> list[np.ndarray]:
 
 def option_prior_keys(options: list[str]) -> list[list[str]]:
     """The (unhashed) keys of ``option_prior_features``, one list per option."""
-    opts = [o for o in options if o != "None of the above"]
+    opts = [o for o in options if o != NOTA]
     words = [set(_WORD.findall(o.lower())) for o in opts]
     slots = [_slots(o) for o in opts]
     overlap = [sum(len(w & x) for j, x in enumerate(words) if j != i) for i, w in enumerate(words)]
     ranks = {v: r for r, v in enumerate(sorted(set(overlap), reverse=True))}
     feats = []
     for opt in options:
-        if opt == "None of the above":
+        if opt == NOTA:
             keys = ["nota"]
         else:
             i = opts.index(opt)
