@@ -33,8 +33,8 @@ class FrozenClipBackbone(nn.Module):
         self.visual = visual
         self.cfg = cfg
         self.num_blocks = len(visual.transformer.resblocks)
-        self.patch_dim = visual.transformer.width
-        self.pooled_dim = self.patch_dim if cfg.pooled_source == "patch_mean" else visual.output_dim
+        self.patch_dim = visual.transformer.width + 3 * cfg.pixel_cells ** 2
+        self.pooled_dim = visual.transformer.width if cfg.pooled_source == "patch_mean" else visual.output_dim
         self.identity = backbone_identity(visual, cfg)
         self.eval()
 
@@ -59,7 +59,9 @@ class FrozenClipBackbone(nn.Module):
             images: (N, 3, S, S) float, resized to S = cfg.image_size and normalised with
                 cfg.mean / cfg.std (see `preprocess_constants`).
         Returns:
-            "patch_tokens": (N, P, C) with P = gh * gw in row-major grid order, C = patch_dim.
+            "patch_tokens": (N, P, C) with P = gh * gw in row-major grid order, C = patch_dim:
+                the tower's tokens, then (cfg.pixel_cells > 0) the cell's normalised pixels
+                averaged to k x k sub-cells, channel-major (3 * k * k values).
             "pooled": (N, E) the tower's pooled (projected) embedding, E = pooled_dim.
         """
         layer = self.cfg.patch_layer % self.num_blocks
@@ -74,7 +76,14 @@ class FrozenClipBackbone(nn.Module):
         pooled = grid.mean((2, 3)) if early else out["image_features"]
         if self.cfg.pool_grid and self.cfg.pool_grid < grid.shape[-1]:
             grid = F.adaptive_avg_pool2d(grid, self.cfg.pool_grid)
-        return {"patch_tokens": grid.flatten(2).transpose(1, 2), "pooled": pooled}
+        tokens = grid.flatten(2).transpose(1, 2)
+        k = self.cfg.pixel_cells
+        if k:
+            gh, gw = grid.shape[-2:]
+            cells = F.adaptive_avg_pool2d(images.float(), (gh * k, gw * k))  # (N, 3, gh*k, gw*k)
+            cells = cells.view(-1, 3, gh, k, gw, k).permute(0, 2, 4, 1, 3, 5).reshape(-1, gh * gw, 3 * k * k)
+            tokens = torch.cat([tokens, cells.to(tokens.dtype)], dim=-1)
+        return {"patch_tokens": tokens, "pooled": pooled}
 
 
 def preprocess_constants(cfg: BackboneConfig) -> Dict[str, object]:
@@ -92,7 +101,8 @@ def backbone_identity(visual: nn.Module, cfg: BackboneConfig) -> str:
     pool = f"-pool{cfg.pool_grid}" if cfg.pool_grid else ""
     norm = "-ln" if cfg.normalize_patches else ""
     return (f"{cfg.arch}-{digest.hexdigest()[:16]}-{cfg.image_size}px"
-            f"-layer{cfg.patch_layer}{norm}{pool}-pooled_{cfg.pooled_source}")
+            f"-layer{cfg.patch_layer}{norm}{pool}-pooled_{cfg.pooled_source}"
+            + (f"-pix{cfg.pixel_cells}" if cfg.pixel_cells else ""))
 
 
 def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:

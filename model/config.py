@@ -38,6 +38,9 @@ class BackboneConfig:
     normalize_patches: bool = True  # apply the tower's final LayerNorm to the patch tokens
     pooled_source: Literal["clip", "patch_mean"] = "clip"  # "clip": the tower's projected embedding (full forward);
     #   "patch_mean": stop after patch_layer and average its tokens (much cheaper for early layers)
+    pixel_cells: int = 0  # k > 0: append each grid cell's pixels, averaged to k x k sub-cells
+    #   (3 k^2 values), to its patch tokens; patch_dim grows by 3 k^2. A random tower keeps colour
+    #   poorly (see configs/default.yaml); pretrained CLIP features do not need this.
     pool_grid: Optional[int] = None  # adaptive-average-pool the patch grid to g x g (smaller cache)
     init_seed: int = 0  # seed for random init, so un-pretrained features are reproducible
     mean: tuple[float, float, float] = OPENAI_CLIP_MEAN  # per-channel normalisation of the tower
@@ -67,6 +70,10 @@ class EntityConfig:
     #   mean embedding of the very tokens the question uses ("the person marked 3"), so
     #   matching question to mark needs no learning at first. None: a free embedding. Must
     #   follow the tokenizer (PromptTokenizer.label_token_ids); reset to None for lm_path.
+    mark_roles: bool = True  # add an embedding of how the text names each mark (batch
+    #   "mark_role": 1 = its label is a word of the question, 2 = it is an option, 3 = both)
+    project: bool = False  # also project each mark into every other calibrated view (a token
+    #   for the marked person as seen there; model/entities.py). Needs camera.enabled.
     layers: int = 2  # entity transformer blocks
     num_slots: int = 8  # learned scene-entity queries (>= people in a scene)
     slot_layers: int = 1  # cross-attention layers of the scene slots

@@ -2,6 +2,7 @@
 
 views -> ViewEncoder (patch + camera + time tokens, one token per frame)
 marks -> EntityTokenizer -> EntityAttention (geometry-biased, scene slots)     [switch]
+      (+ each mark projected into the other calibrated views: "projected" tokens)
 [question | frames | entities | slots] -> FusionTransformer                    [switch]
 fused frames / entities -> EvidenceHead -> gate on what the prefix reads        [switch]
 learned prefix slots read the fused set -> LanguageHead scores option texts
@@ -118,13 +119,24 @@ class CrossViewModel(nn.Module):
         entities = self.entity_tokenizer(views["patch"], views["grid"], batch, views["offset"],
                                          self.label_prior())
         entity_mask = entities["mask"]
+        n_entity = entity_mask.shape[1]
+        projected = None
+        if cfg.entity.project and cfg.camera.enabled:
+            projected = self.entity_tokenizer.project(views["patch"], views["grid"], batch,
+                                                      views["offset"], self.label_prior())
         out: Dict[str, torch.Tensor] = {}
         slots = None
         entity_tokens = entities["tokens"]
+        projected_tokens = None if projected is None else projected["tokens"]
         if self.entity_attention is not None:
-            attended = self.entity_attention(entities)
-            entity_tokens, slots = attended["tokens"], attended["slots"]
-            assign = attended["assign_logits"]
+            joint = entities if projected is None else {
+                key: torch.cat([entities[key], projected[key]], 1)
+                for key in ("tokens", "mask", "floor_xy", "floor_ok", "index")}
+            attended = self.entity_attention(joint)
+            entity_tokens, slots = attended["tokens"][:, :n_entity], attended["slots"]
+            if projected is not None:
+                projected_tokens = attended["tokens"][:, n_entity:]
+            assign = attended["assign_logits"][:, :n_entity]
             out["entity_assign_logits"] = assign
             out["entity_attn"] = assign.softmax(-1) * entity_mask.unsqueeze(-1)
         out["entity_embed"] = F.normalize(self.identity(entity_tokens), dim=-1) * entity_mask.unsqueeze(-1)
@@ -133,6 +145,9 @@ class CrossViewModel(nn.Module):
         flat_frame_mask = frame_mask.reshape(b, v * t)
         groups = {"frame": frames, "entity": entity_tokens}
         masks = {"frame": flat_frame_mask, "entity": entity_mask}
+        if projected_tokens is not None:
+            groups["projected"] = projected_tokens
+            masks["projected"] = projected["mask"]
         if slots is not None:
             groups["slot"] = slots
             masks["slot"] = torch.ones(slots.shape[:2], dtype=torch.bool, device=slots.device)

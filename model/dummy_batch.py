@@ -56,6 +56,7 @@ def random_batch(cfg: ModelConfig, views: Sequence[int], frames: Sequence[int],
         "has_camera": torch.zeros(b, v_max, dtype=torch.bool),
         "mark_boxes": torch.zeros(b, v_max, t_max, marks, 4),
         "mark_label": torch.zeros(b, v_max, t_max, marks, dtype=torch.long),
+        "mark_role": torch.zeros(b, v_max, t_max, marks, dtype=torch.long),
         "mark_mask": torch.zeros(b, v_max, t_max, marks, dtype=torch.bool),
         "prompt_ids": torch.zeros(b, prompt_len, dtype=torch.long),
         "prompt_mask": torch.zeros(b, prompt_len, dtype=torch.bool),
@@ -82,6 +83,7 @@ def random_batch(cfg: ModelConfig, views: Sequence[int], frames: Sequence[int],
                     wh = (torch.rand(2, generator=gen) * 0.25 + 0.05) * image_size
                     batch["mark_boxes"][i, v, f, m] = torch.cat([xy, xy + wh])
                     batch["mark_label"][i, v, f, m] = labels[used % len(labels)]
+                    batch["mark_role"][i, v, f, m] = int(torch.randint(0, 4, (1,), generator=gen))
                     batch["mark_mask"][i, v, f, m] = True
                     used += 1
         length = int(torch.randint(prompt_len // 2, prompt_len + 1, (1,), generator=gen))
@@ -99,6 +101,6 @@ def permute_views(batch: Dict[str, torch.Tensor], order: List[int]) -> Dict[str,
     """Reorder the view axis (dim 1) of every per-view tensor."""
     per_view = {"patch_tokens", "pooled", "frame_mask", "view_mask", "frame_time", "camera_K",
                 "camera_R", "camera_t", "image_hw", "has_camera", "mark_boxes", "mark_label",
-                "mark_mask"}
+                "mark_role", "mark_mask"}
     index = torch.tensor(order)
     return {k: (x.index_select(1, index) if k in per_view else x) for k, x in batch.items()}

@@ -17,7 +17,7 @@ from torch import nn
 from model.attention import SlotReader, key_padding_bias
 from model.config import ModelConfig
 
-QUESTION, FRAME, ENTITY, SLOT = range(4)
+QUESTION, FRAME, ENTITY, SLOT, PROJECTED = range(5)
 
 
 class FusionTransformer(nn.Module):
@@ -31,7 +31,7 @@ class FusionTransformer(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.question_position = nn.Embedding(cfg.fusion.max_question_len, d)
-        self.type_embedding = nn.Embedding(4, d)
+        self.type_embedding = nn.Embedding(5, d)
         self.blocks = nn.ModuleList(
             Block(d, cfg.heads, mlp_ratio=cfg.mlp_ratio, qkv_bias=True, proj_drop=cfg.dropout)
             for _ in range(cfg.fusion.layers))
@@ -41,13 +41,15 @@ class FusionTransformer(nn.Module):
                 ) -> Dict[str, torch.Tensor]:
         """
         Args:
-            groups: name -> (B, N_g, D) for names in ("question", "frame", "entity", "slot");
+            groups: name -> (B, N_g, D) for names in ("question", "frame", "entity", "slot",
+                "projected");
                 missing names are skipped. "question" must be in word order.
             masks: name -> (B, N_g) bool, True = real token.
         Returns:
             name -> (B, N_g, D) fused tokens, same names and lengths.
         """
-        type_ids = {"question": QUESTION, "frame": FRAME, "entity": ENTITY, "slot": SLOT}
+        type_ids = {"question": QUESTION, "frame": FRAME, "entity": ENTITY, "slot": SLOT,
+                    "projected": PROJECTED}
         names: List[str] = [n for n in type_ids if n in groups]
         parts = []
         for name in names:

@@ -51,3 +51,21 @@ def test_identity_names_architecture_weights_and_size(backbone):
     assert backbone.identity.startswith("tiny-vit-") and "32px" in backbone.identity
     consts = preprocess_constants(cfg)
     assert consts["image_size"] == 32 and len(consts["mean"]) == 3 and len(consts["std"]) == 3
+
+
+def test_pixel_cells_append_each_cells_subsampled_pixels():
+    cfg = dataclasses.replace(tiny_backbone_config(), pixel_cells=2)
+    with pytest.warns(UserWarning):
+        plain = build_backbone(tiny_backbone_config())
+        pixels = build_backbone(cfg)
+    assert pixels.patch_dim == plain.patch_dim + 12 and pixels.pooled_dim == plain.pooled_dim
+    assert pixels.identity != plain.identity  # a different cache key
+    images = torch.zeros(1, 3, 32, 32)
+    images[0, 0, :8, 8:16] = 1.0  # red channel of grid cell (row 0, col 1)
+    images[0, 2, 28:, :4] = 2.0   # blue channel, bottom-left sub-cell of cell (3, 0)
+    out = pixels(images)["patch_tokens"][0]
+    torch.testing.assert_close(out[:, :plain.patch_dim], plain(images)["patch_tokens"][0])
+    cells = out[:, plain.patch_dim:].view(16, 3, 2, 2)  # (cell, channel, sub-row, sub-col)
+    assert torch.equal(cells[1, 0], torch.ones(2, 2)) and cells[1, 1:].abs().sum() == 0
+    assert cells[12, 2, 1, 0] == 2.0 and cells[12].abs().sum() == 2.0
+    assert cells[[0, 2, 3, 4, 15]].abs().sum() == 0

@@ -8,6 +8,7 @@ shuffled); evaluation uses the protocol's settings. Every random choice is a fun
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,6 +40,18 @@ def _label_id(label: str) -> int:
     return value if 0 < value < 64 else 0
 
 
+def mark_role(label: str, question: str, options: Sequence[str]) -> int:
+    """How the text refers to a mark: bit 0 = its label is a word of the question ("the
+    person marked 3"), bit 1 = it is one of the options ("3"). Set-of-marks grounding as an
+    input: the model is told which marks the text names instead of discovering it."""
+    role = 0
+    if label and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", question):
+        role |= 1
+    if label and any(option.strip() == label for option in options):
+        role |= 2
+    return role
+
+
 def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTable,
                text: dict[str, Any]) -> dict[str, Any]:
     """Unpadded tensors of one view set (the per-sample text is tokenised once, outside)."""
@@ -57,6 +70,7 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
     has_cam = torch.zeros(n_v, dtype=torch.bool)
     boxes = torch.zeros(n_v, n_t, n_m, 4)
     labels = torch.zeros(n_v, n_t, n_m, dtype=torch.long)
+    roles = torch.zeros(n_v, n_t, n_m, dtype=torch.long)
     entity = torch.full((n_v, n_t, n_m), -1, dtype=torch.long)
     mark_mask = torch.zeros(n_v, n_t, n_m, dtype=torch.bool)
     ev = torch.zeros(n_v, n_t)
@@ -73,6 +87,7 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
             for k, mark in enumerate(marks_by_vt.get((view.view_id, frame.t), [])):
                 boxes[i, j, k] = torch.tensor(mark.box)
                 labels[i, j, k] = _label_id(mark.label)
+                roles[i, j, k] = mark_role(mark.label, sample.question, sample.options)
                 entity[i, j, k] = mark.entity
                 mark_mask[i, j, k] = True
                 ent_ev[i, j, k] = 1.0 if mark.entity in wanted else 0.0
@@ -87,7 +102,7 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
     return {
         "rows": rows, "frame_time": times, "camera_K": K, "camera_R": R, "camera_t": t,
         "image_hw": hw, "has_camera": has_cam, "mark_boxes": boxes, "mark_label": labels,
-        "mark_entity": entity, "mark_mask": mark_mask, "evidence_target": ev,
+        "mark_role": roles, "mark_entity": entity, "mark_mask": mark_mask, "evidence_target": ev,
         "entity_evidence_target": ent_ev, "evidence_valid": torch.tensor(bool(spans)),
         "prompt_ids": text["prompt_ids"], "option_ids": text["option_ids"],
         "answer": torch.tensor(sample.answer_index), "answer_valid": torch.tensor(view_set.answer_valid),
@@ -114,7 +129,7 @@ def collate(items: list[dict[str, Any]], table: FeatureTable, pad_id: int) -> di
     batch["patch_tokens"] = table.patch_tokens[gather].float() * batch["frame_mask"][..., None, None]
     batch["pooled"] = table.pooled[gather].float() * batch["frame_mask"][..., None]
     for key in ("frame_time", "camera_t", "image_hw", "has_camera", "mark_boxes", "mark_label",
-                "mark_mask", "evidence_target", "entity_evidence_target"):
+                "mark_role", "mark_mask", "evidence_target", "entity_evidence_target"):
         batch[key] = _pad([it[key] for it in items])
     eye = torch.eye(3)
     for key in ("camera_K", "camera_R"):  # pad with identity so padded views stay well-defined
