@@ -22,8 +22,7 @@ import torch
 from torch import nn
 from torchvision.ops import roi_align
 
-from model.camera import (RAY_FEATURES, CameraEmbedding, camera_centers, floor_points, pixel_rays,
-                          ray_features)
+from model.camera import RAY_FEATURES, CameraEmbedding, floor_points, pixel_rays, ray_features
 from model.config import ModelConfig
 from model.view_encoder import ImagePositionEmbedding
 
