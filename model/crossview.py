@@ -116,14 +116,15 @@ class CrossViewModel(nn.Module):
         views = self.view_encoder(batch)
         b, v, t, p, d = views["patch"].shape
         frame_mask = batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+        label_prior = self.label_prior()
         entities = self.entity_tokenizer(views["patch"], views["grid"], batch, views["offset"],
-                                         self.label_prior())
+                                         label_prior)
         entity_mask = entities["mask"]
         n_entity = entity_mask.shape[1]
         projected = None
         if cfg.entity.project and cfg.camera.enabled:
             projected = self.entity_tokenizer.project(views["patch"], views["grid"], batch,
-                                                      views["offset"], self.label_prior())
+                                                      views["offset"], label_prior)
         out: Dict[str, torch.Tensor] = {}
         slots = None
         entity_tokens = entities["tokens"]

@@ -86,23 +86,25 @@ class EntityTokenizer(nn.Module):
                                               device=patch.device))
         unit_boxes = unit_boxes.clamp(0.0, 1.0)
 
-        labels = batch["mark_label"].clamp(0, self.cfg.entity.max_label) * mask
-        roles = batch.get("mark_role")
-        roles = torch.zeros_like(labels) if roles is None else roles.clamp(0, 3) * mask
-        grids = torch.meshgrid(torch.arange(v, device=patch.device), torch.arange(t, device=patch.device),
-                               torch.arange(m, device=patch.device), indexing="ij")
-        view_of = grids[0].reshape(1, -1).expand(b, -1)
-        frame_of = grids[1].reshape(1, -1).expand(b, -1)
-        tokens, rays = self._box_tokens(patch, grid, batch, offset, view_of, frame_of,
+        labels, roles = self._labels_and_roles(batch, mask)
+        index = entity_token_index(v, t, m, patch.device).expand(b, -1, -1)
+        view_of = index[..., 0]
+        tokens, rays = self._box_tokens(patch, grid, batch, offset, view_of, index[..., 1],
                                         unit_boxes.reshape(b, -1, 4), labels.reshape(b, -1),
                                         roles.reshape(b, -1), label_prior)
         flat_mask = mask.reshape(b, -1)
         feet_xy = rays[..., 1, 6:8]  # floor (x, y) of the feet ray, canonical frame
         feet_ok = (rays[..., 1, 8] > 0.5) & batch["has_camera"].gather(1, view_of) & flat_mask
         tokens = self.norm(tokens) * flat_mask.unsqueeze(-1)
-        index = entity_token_index(v, t, m, patch.device).expand(b, -1, -1)
         return {"tokens": tokens, "mask": flat_mask, "floor_xy": feet_xy, "floor_ok": feet_ok,
                 "index": index}
+
+    def _labels_and_roles(self, batch: Dict[str, torch.Tensor], mask: torch.Tensor):
+        """(B, V, T, M) label ids and mark roles (0 at padding; an absent "mark_role" is 0)."""
+        labels = batch["mark_label"].clamp(0, self.cfg.entity.max_label) * mask
+        roles = batch.get("mark_role")
+        roles = torch.zeros_like(labels) if roles is None else roles.clamp(0, 3) * mask
+        return labels, roles
 
     def _box_tokens(self, patch: torch.Tensor, grid: Tuple[int, int], batch: Dict[str, torch.Tensor],
                     offset: torch.Tensor, view_of: torch.Tensor, frame_of: torch.Tensor,
@@ -208,15 +210,12 @@ class EntityTokenizer(nn.Module):
         x1 = (cx + half) / wh[..., 0]
         y0 = head[..., 1] / wh[..., 1]
         y1 = foot[..., 1] / wh[..., 1]
-        unit = torch.stack([x0, y0, x1, y1], -1)
-        clipped = unit.clamp(0.0, 1.0)
+        clipped = torch.stack([x0, y0, x1, y1], -1).clamp(0.0, 1.0)
         visible = ((clipped[..., 2] - clipped[..., 0]) * (clipped[..., 3] - clipped[..., 1]) > 1e-4)
         other = ~torch.eye(v, dtype=torch.bool, device=patch.device)[None, :, None, None, :]
         target_ok = (frame_ok.transpose(1, 2)[:, None, :, None, :] & has_camera[:, None, None, None, :])
         ok = (source_ok.unsqueeze(-1) & other & target_ok & (depth > 1e-3).all(-1) & (tall > 1.0)
               & visible)  # (B, Vs, T, M, U)
-        unit = torch.where(ok.unsqueeze(-1), clipped, torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=dtype,
-                                                                    device=patch.device))
 
         # Keep only the valid (source, target) pairs, packed to the front of each sample: most
         # of the dense V x T x M x V grid is padding, and entity attention is quadratic in it.
@@ -227,12 +226,10 @@ class EntityTokenizer(nn.Module):
         valid = torch.arange(width, device=patch.device).unsqueeze(0) < count.unsqueeze(1)
         dims = (v, t, m, v)
         source_view, frame, mark, target_view = torch.unravel_index(order, dims)
-        boxes = unit.reshape(b, -1, 4).gather(1, order.unsqueeze(-1).expand(b, width, 4))
+        boxes = clipped.reshape(b, -1, 4).gather(1, order.unsqueeze(-1).expand(b, width, 4))
         boxes = torch.where(valid.unsqueeze(-1), boxes, torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=dtype,
                                                                       device=patch.device))
-        labels = (batch["mark_label"].clamp(0, self.cfg.entity.max_label) * mask)
-        roles = batch.get("mark_role")
-        roles = torch.zeros_like(labels) if roles is None else roles.clamp(0, 3) * mask
+        labels, roles = self._labels_and_roles(batch, mask)
         source = ((source_view * t + frame) * m + mark)  # index into (V, T, M)
         pick = lambda x: x.reshape(b, -1).gather(1, source) * valid
         tokens, _ = self._box_tokens(patch, grid, batch, offset, target_view, frame, boxes,
