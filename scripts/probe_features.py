@@ -1,0 +1,222 @@
+"""How much do the cached backbone features carry? Direct-supervision probes on the synthetic
+benchmark, trained on its train split and scored on its val split.
+
+    python scripts/probe_features.py [--config configs/default.yaml] [--out runs/probe_features.json] [key=value ...]
+
+Two probes, each a small classifier on frozen features (no question, no language head):
+
+* ``count``: how many people an image shows, from all its patch tokens (a per-cell MLP whose
+  logits are averaged over the grid). Labels: the generator's per-camera counts in the
+  ``meta.observations`` of count_in_view and dedup_count questions; counts above 7 become 7.
+* ``shirt_colour``: the shirt colour of a marked person, from a 2x2 RoIAlign of the patch
+  grid in the mark's box (a linear classifier). Labels: the shirts that attribute questions
+  record for a scene's people, joined with every mark of that person in that scene.
+
+With ``model.backbone.pixel_cells`` > 0 each probe also runs on the backbone tokens alone and
+on the pixel cells alone, so a weak tower and a strong one can be told apart. The majority
+class of the train labels is the floor to beat. The figures say whether a visual task can be
+learnt from the features at all before a whole model is trained on them: the full model sees
+these labels only through multiple-choice answers, which is much weaker supervision.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
+
+MAX_COUNT = 7
+
+
+def count_labels(bench) -> dict[str, int]:
+    """Absolute image path -> number of people the generator saw in it."""
+    labels: dict[str, int] = {}
+    for s in bench.samples:
+        if s.task not in ("count_in_view", "dedup_count"):
+            continue
+        obs = (s.meta or {}).get("observations", {})
+        for view in s.views:
+            seen = obs.get(view.view_id, {}).get("seen")
+            if seen is None:
+                continue
+            n = len(seen) if isinstance(seen, list) else int(seen)
+            for frame in view.frames:
+                labels[str(bench.image_path(frame.image).resolve())] = min(n, MAX_COUNT)
+    return labels
+
+
+def shirt_labels(bench) -> list[tuple[str, tuple[float, float, float, float], str]]:
+    """(image path, mark box, shirt colour) for every mark of a person whose shirt is known."""
+    shirts: dict[tuple[str, int], str] = {}
+    for s in bench.samples:
+        if s.task != "attribute":
+            continue
+        for view_obs in (s.meta or {}).get("observations", {}).values():
+            for pid, person in view_obs.get("people", {}).items():
+                if person.get("shirt"):
+                    shirts[(s.scene, int(pid))] = person["shirt"]
+    rows, seen = [], set()
+    for s in bench.samples:
+        frames = {(v.view_id, f.t): f.image for v in s.views for f in v.frames}
+        for mark in s.marks:
+            colour = shirts.get((s.scene, mark.entity)) if mark.entity is not None else None
+            image = frames.get((mark.view_id, mark.t))
+            if colour is None or image is None:
+                continue
+            key = (str(bench.image_path(image).resolve()), tuple(mark.box))
+            if key not in seen:
+                seen.add(key)
+                rows.append((key[0], key[1], colour))
+    return rows
+
+
+def _standardise(train: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor]:
+    dims = tuple(range(train.dim() - 1))
+    mu, sd = train.mean(dims), train.std(dims) + 1e-4
+    return [(x - mu) / sd for x in (train, *others)]
+
+
+def _fit(model: torch.nn.Module, forward, x_tr, y_tr, x_va, y_va, epochs: int, seed: int) -> dict:
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    for _ in range(epochs):
+        perm = torch.randperm(len(x_tr))
+        for i in range(0, len(x_tr), 64):
+            b = perm[i:i + 64]
+            loss = F.cross_entropy(forward(x_tr[b]), y_tr[b])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    with torch.no_grad():
+        p_tr, p_va = forward(x_tr).argmax(-1), forward(x_va).argmax(-1)
+    return {"train_acc": 100 * (p_tr == y_tr).float().mean().item(),
+            "val_acc": 100 * (p_va == y_va).float().mean().item(),
+            "pred_val": p_va}
+
+
+def probe_count(tokens_tr, y_tr, tokens_va, y_va, epochs: int, seed: int) -> dict:
+    """A DeepSets counter: a per-cell MLP, summed over the grid, then an MLP to the count."""
+    tokens_tr, tokens_va = _standardise(tokens_tr, tokens_va)
+    torch.manual_seed(seed)
+    n_cls, hidden = MAX_COUNT + 1, 64
+    pos = torch.nn.Parameter(torch.zeros(tokens_tr.shape[1], hidden))  # where a cell is
+    phi = torch.nn.Sequential(torch.nn.Linear(tokens_tr.shape[-1], hidden), torch.nn.GELU(),
+                              torch.nn.Linear(hidden, hidden), torch.nn.GELU())
+    rho = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, n_cls))
+    model = torch.nn.ModuleDict({"phi": phi, "rho": rho})
+    model.register_parameter("pos", pos)
+    scale = 1.0 / tokens_tr.shape[1] ** 0.5
+    res = _fit(model, lambda x: rho((phi(x) + pos).sum(1) * scale), tokens_tr, y_tr, tokens_va, y_va, epochs, seed)
+    res["val_within_one"] = 100 * (res.pop("pred_val") - y_va).abs().le(1).float().mean().item()
+    return res
+
+
+def probe_linear(x_tr, y_tr, x_va, y_va, n_cls: int, epochs: int, seed: int) -> dict:
+    x_tr, x_va = _standardise(x_tr, x_va)
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(x_tr.shape[-1], n_cls)
+    res = _fit(model, model, x_tr, y_tr, x_va, y_va, epochs, seed)
+    res.pop("pred_val")
+    return res
+
+
+def roi_features(table, rows, grid: int) -> torch.Tensor:
+    """(N, 4 C): 2x2 RoIAlign of each row's box on its image's patch grid."""
+    from torchvision.ops import roi_align
+    out = []
+    for path, box, _ in rows:
+        tokens = table.patch_tokens[table.index[path]].float()  # (P, C)
+        fmap = tokens.T.reshape(1, -1, grid, grid)
+        h, w = table.sizes[path]
+        scale = torch.tensor([grid / w, grid / h, grid / w, grid / h])
+        roi = torch.cat([torch.zeros(1), torch.tensor(box, dtype=torch.float32) * scale])[None]
+        out.append(roi_align(fmap, roi, output_size=2, aligned=True).flatten())
+    return torch.stack(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/default.yaml")
+    parser.add_argument("--out", default="runs/probe_features.json")
+    parser.add_argument("--epochs", type=int, default=40, help="probe training epochs")
+    parser.add_argument("--held-out", default="val", help="split the probes are scored on")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args(argv)
+
+    from bench.format import load_benchmark
+    from training.config import load_train_config
+    from training.run import build_components, ensure_benchmark
+
+    cfg = load_train_config(args.config, args.overrides)
+    ensure_benchmark(cfg)
+    cache, _ = build_components(cfg)
+    root = Path(cfg.data.bench_dir)
+    train, held = (load_benchmark(root / split, check_images=False) for split in ("train", args.held_out))
+    counts_tr, counts_va = count_labels(train), count_labels(held)
+    shirts_tr, shirts_va = shirt_labels(train), shirt_labels(held)
+    if not counts_tr or not counts_va:
+        raise SystemExit(f"{root}: no count labels in train/{args.held_out} (needs count_in_view or "
+                         "dedup_count questions with meta.observations, as the synthetic generator writes)")
+    paths = sorted(set(counts_tr) | set(counts_va) | {r[0] for r in shirts_tr + shirts_va})
+    table = cache.table(paths, desc="encoding probe images")
+    n_patch = table.patch_tokens.shape[1]
+    grid = int(round(n_patch ** 0.5))
+    tower_dim = cfg.model.patch_dim - 3 * cfg.model.backbone.pixel_cells ** 2
+    subsets = {"all": slice(None)}
+    if cfg.model.backbone.pixel_cells:
+        subsets.update(tokens=slice(0, tower_dim), pixels=slice(tower_dim, None))
+
+    result: dict = {"backbone": cache.identity, "held_out": args.held_out, "epochs": args.epochs}
+
+    def tok(labels):
+        idx = [table.index[p] for p in labels]
+        return table.patch_tokens[idx].float(), torch.tensor(list(labels.values()))
+
+    x_tr, y_tr = tok(counts_tr)
+    x_va, y_va = tok(counts_va)
+    majority = Counter(y_tr.tolist()).most_common(1)[0][0]
+    count = {"n_train": len(y_tr), "n_val": len(y_va),
+             "majority_val_acc": 100 * (y_va == majority).float().mean().item()}
+    for name, sl in subsets.items():
+        count[name] = probe_count(x_tr[..., sl], y_tr, x_va[..., sl], y_va, args.epochs, cfg.seed)
+    result["count"] = count
+
+    if shirts_tr and shirts_va:
+        colours = sorted({r[2] for r in shirts_tr + shirts_va})
+        f_tr, f_va = roi_features(table, shirts_tr, grid), roi_features(table, shirts_va, grid)
+        c_tr = torch.tensor([colours.index(r[2]) for r in shirts_tr])
+        c_va = torch.tensor([colours.index(r[2]) for r in shirts_va])
+        majority = Counter(c_tr.tolist()).most_common(1)[0][0]
+        shirt = {"n_train": len(c_tr), "n_val": len(c_va), "classes": len(colours),
+                 "majority_val_acc": 100 * (c_va == majority).float().mean().item()}
+        C = table.patch_tokens.shape[-1]
+        for name, sl in subsets.items():
+            cols = torch.arange(C)[sl]
+            idx = (cols[:, None] * 4 + torch.arange(4)).flatten()  # roi_align flattens (C, 2, 2)
+            shirt[name] = probe_linear(f_tr[:, idx], c_tr, f_va[:, idx], c_va, len(colours), args.epochs, cfg.seed)
+        result["shirt_colour"] = shirt
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    for probe in ("count", "shirt_colour"):
+        if probe not in result:
+            continue
+        r = result[probe]
+        print(f"{probe}: {r['n_train']} train / {r['n_val']} {args.held_out}, majority {r['majority_val_acc']:.1f} %")
+        for name in subsets:
+            extra = f", within one {r[name]['val_within_one']:.1f} %" if "val_within_one" in r[name] else ""
+            print(f"  {name:7s} {args.held_out} {r[name]['val_acc']:.1f} % (train {r[name]['train_acc']:.1f} %){extra}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
