@@ -91,6 +91,8 @@ class FusionConfig:
     prefix_layers: int = 2  # cross-attention layers of the prefix slots
     prefix_reads_patches: bool = False  # prefix slots also read every patch token (fine detail;
     #   on the default benchmark it drowned the entity tokens and MVN stayed at chance)
+    summary_tokens: bool = False  # also hand the LM the bag-of-frames tokens (gated mean of the
+    #   frame tokens and of the entity tokens before fusion): the ablation's shallow path
 
 
 @dataclass

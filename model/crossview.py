@@ -53,13 +53,14 @@ class CrossViewModel(nn.Module):
         entity_attention: None when cfg.entity.attention is off.
         fusion, prefix: FusionTransformer + PrefixReader, or None + BagOfFramesPrefix.
         token_proj: LM embedding width -> d_model for question tokens / tied labels, or None.
+        summary: BagOfFramesPrefix appended to the prefix (cfg.fusion.summary_tokens), or None.
     """
 
     def __init__(self, cfg: ModelConfig, view_encoder: ViewEncoder,
                  entity_tokenizer: EntityTokenizer, entity_attention: Optional[EntityAttention],
                  fusion: Optional[FusionTransformer], prefix: nn.Module,
                  evidence: EvidenceHead, language_head: LanguageHead,
-                 token_proj: Optional[nn.Module]):
+                 token_proj: Optional[nn.Module], summary: Optional[nn.Module] = None):
         super().__init__()
         self.cfg = cfg
         self.view_encoder = view_encoder
@@ -70,6 +71,7 @@ class CrossViewModel(nn.Module):
         self.evidence = evidence
         self.language_head = language_head
         self.token_proj = token_proj
+        self.summary = summary
         self.identity = nn.Linear(cfg.d_model, cfg.entity.identity_dim)
         table, table_mask = label_token_table(cfg)
         self.register_buffer("label_token_ids", table, persistent=False)
@@ -152,6 +154,7 @@ class CrossViewModel(nn.Module):
         if slots is not None:
             groups["slot"] = slots
             masks["slot"] = torch.ones(slots.shape[:2], dtype=torch.bool, device=slots.device)
+        unfused = (groups["frame"], groups["entity"])
         if self.fusion is not None:
             groups["question"] = self.token_proj(self.language_head.embed(batch["prompt_ids"]))
             masks["question"] = batch["prompt_mask"]
@@ -176,6 +179,10 @@ class CrossViewModel(nn.Module):
                 frame_gate = gate[names.index("frame")].view(b, v, t, 1)
                 gate.append(frame_gate.expand(b, v, t, p).reshape(b, -1))
             prefix = self.prefix(torch.cat(memory, 1), torch.cat(memory_mask, 1), torch.cat(gate, 1))
+            if self.summary is not None:  # the bag-of-frames tokens first: a shallow path to the LM
+                summary = self.summary(list(unfused), [masks["frame"], masks["entity"]],
+                                       [gates["frame"], gates["entity"]])
+                prefix = torch.cat([summary, prefix], 1)
         else:
             names = ["frame", "slot" if slots is not None else "entity"]
             prefix = self.prefix([groups[n] for n in names], [masks[n] for n in names],
@@ -228,4 +235,5 @@ def build_model(cfg: ModelConfig, lm: Optional[PreTrainedModel] = None) -> Cross
         evidence=EvidenceHead(cfg.d_model),
         language_head=LanguageHead(lm, cfg.lm),
         token_proj=nn.Linear(cfg.lm_width, cfg.d_model) if needs_token_proj else None,
+        summary=BagOfFramesPrefix(cfg) if cfg.fusion.enabled and cfg.fusion.summary_tokens else None,
     )

@@ -110,3 +110,20 @@ def test_switch_off_removes_its_parameters_and_still_runs(switch):
             gated = build_model(cfg).eval()
             gated.load_state_dict(model.state_dict())
             assert not torch.allclose(gated(batch)["option_logits"], out["option_logits"])
+
+
+def test_summary_tokens_join_the_prefix_and_learn():
+    cfg = tiny_model_config()
+    cfg = dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, summary_tokens=True))
+    model = build_model(cfg).train()
+    batch = random_batch(cfg, **MIXED)
+    out = model(batch)
+    assert out["prefix"].shape[1] == cfg.fusion.prefix_tokens + 2  # + frame and entity summaries
+    out["option_logits"].clamp_min(-100).sum().backward()
+    assert model.summary.to_lm.weight.grad.abs().sum() > 0
+    # Still invariant to the order of the views.
+    model.eval()
+    with torch.no_grad():
+        ref = model(batch)["option_logits"]
+        out = model(permute_views(batch, [3, 1, 0, 5, 2, 4]))["option_logits"]
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
