@@ -154,7 +154,7 @@ class CrossViewModel(nn.Module):
         if slots is not None:
             groups["slot"] = slots
             masks["slot"] = torch.ones(slots.shape[:2], dtype=torch.bool, device=slots.device)
-        unfused = (groups["frame"], groups["entity"])
+        unfused = [groups["frame"], groups["entity"]]  # what the summary tokens pool
         if self.fusion is not None:
             groups["question"] = self.token_proj(self.language_head.embed(batch["prompt_ids"]))
             masks["question"] = batch["prompt_mask"]
@@ -180,7 +180,7 @@ class CrossViewModel(nn.Module):
                 gate.append(frame_gate.expand(b, v, t, p).reshape(b, -1))
             prefix = self.prefix(torch.cat(memory, 1), torch.cat(memory_mask, 1), torch.cat(gate, 1))
             if self.summary is not None:  # the bag-of-frames tokens first: a shallow path to the LM
-                summary = self.summary(list(unfused), [masks["frame"], masks["entity"]],
+                summary = self.summary(unfused, [masks["frame"], masks["entity"]],
                                        [gates["frame"], gates["entity"]])
                 prefix = torch.cat([summary, prefix], 1)
         else:

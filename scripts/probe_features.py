@@ -129,17 +129,19 @@ def probe_linear(x_tr, y_tr, x_va, y_va, n_cls: int, epochs: int, seed: int) -> 
 
 
 def roi_features(table, rows, grid: int) -> torch.Tensor:
-    """(N, 4 C): 2x2 RoIAlign of each row's box on its image's patch grid."""
+    """(N, 4 C): 2x2 RoIAlign of each row's box on its image's patch grid, in one call."""
     from torchvision.ops import roi_align
-    out = []
+    images = list(dict.fromkeys(table.index[path] for path, _, _ in rows))
+    slot = {image: i for i, image in enumerate(images)}
+    tokens = table.patch_tokens[images].float()  # (I, P, C)
+    fmaps = tokens.transpose(1, 2).reshape(len(images), -1, grid, grid)
+    rois = []
     for path, box, _ in rows:
-        tokens = table.patch_tokens[table.index[path]].float()  # (P, C)
-        fmap = tokens.T.reshape(1, -1, grid, grid)
         h, w = table.sizes[path]
         scale = torch.tensor([grid / w, grid / h, grid / w, grid / h])
-        roi = torch.cat([torch.zeros(1), torch.tensor(box, dtype=torch.float32) * scale])[None]
-        out.append(roi_align(fmap, roi, output_size=2, aligned=True).flatten())
-    return torch.stack(out)
+        rois.append(torch.cat([torch.tensor([float(slot[table.index[path]])]),
+                               torch.tensor(box, dtype=torch.float32) * scale]))
+    return roi_align(fmaps, torch.stack(rois), output_size=2, aligned=True).flatten(1)
 
 
 def main(argv: list[str] | None = None) -> int:
