@@ -147,6 +147,9 @@ def _hint(view_frame_times: list[list[float]]) -> str:
             return "The image shows the scene from one camera."
         return (f"The {n_images} images are {n_images} views of the same scene from different cameras, "
                 f"given in an arbitrary order.")
+    if len(view_frame_times) == 1:
+        times = view_frame_times[0]
+        return f"The {n_images} images are frames of one camera over time (t={times[0]:g}s to {times[-1]:g}s)."
     parts, first = [], 1
     for pos, times in enumerate(view_frame_times, 1):
         last = first + len(times) - 1

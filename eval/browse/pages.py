@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from urllib.parse import quote
 
 from bench.format import Benchmark
 from eval.browse.cards import Media, esc, render_card, render_options, render_views, setting_label
@@ -96,7 +97,7 @@ def sample_page(bench: Benchmark, index: int, entries: list[QueryEntry], runs: l
     s = bench.samples[index]
     meta = f"{s.task} · {s.subset or 'no subset'} · {s.axis or '–'} × {s.granularity or '–'} · scene {s.scene or '–'}"
     body = (f'<header class="top"><p><a href="../index.html">← all queries</a> · '
-            f'<a href="../index.html#sample={esc(s.id)}">this sample in the filtered list</a></p>'
+            f'<a href="../index.html#sample={esc(quote(s.id, safe=""))}">this sample in the filtered list</a></p>'
             f'<h1>{esc(s.id)} <small>{esc(meta)}</small></h1></header>'
             f'<section class="block"><h2>Views</h2>{render_views(s, [v.view_id for v in s.views], media, numbered=False)}'
             f'<p class="question">{esc(s.question)}</p>{render_options(s, {})}</section>'
