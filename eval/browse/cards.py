@@ -130,7 +130,7 @@ def setting_label(entry: QueryEntry) -> str:
     return label
 
 
-def render_card(entry: QueryEntry, runs: list[RunData], media: Media, sample_href: str) -> str:
+def render_card(entry: QueryEntry, runs: list[RunData], media: Media, sample_href: str, hidden: bool = False) -> str:
     """One <article class="card"> with its facet data attributes."""
     s = entry.sample
     picks: dict[str, list[str]] = {}
@@ -149,5 +149,5 @@ def render_card(entry: QueryEntry, runs: list[RunData], media: Media, sample_hre
             f'<span class="meta">{esc(s.task)} · {esc(s.subset or "no subset")} · {esc(axis)}</span></header>')
     qa = f'<div class="qa"><p class="question">{esc(s.question)}</p>{render_options(s, picks)}</div>'
     run_html = "".join(render_run(run, rec, entry.view_order) for run, rec in zip(runs, entry.records))
-    return (f'<article class="card" {attr_text}>{head}{render_views(s, entry.view_order, media)}{qa}'
+    return (f'<article class="card" {attr_text}{" hidden" if hidden else ""}>{head}{render_views(s, entry.view_order, media)}{qa}'
             f'<div class="runs" style="--n:{len(runs)}">{run_html}</div></article>')

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
@@ -24,6 +25,7 @@ PAIR_FILTERS = (("a_right_b_wrong", "right / ", "wrong"), ("a_wrong_b_right", "w
                 ("disagree", "and ", "differ"), ("both_right", "and ", "both right"), ("both_wrong", "and ", "both wrong"))
 
 
+@lru_cache(maxsize=None)
 def _asset(name: str) -> str:
     return (ASSETS / name).read_text(encoding="utf-8")
 
@@ -96,10 +98,12 @@ def decay_table(entries: list[QueryEntry], runs: list[RunData]) -> str:
 def sample_page(bench: Benchmark, index: int, entries: list[QueryEntry], runs: list[RunData], media: Media) -> str:
     s = bench.samples[index]
     meta = f"{s.task} · {s.subset or 'no subset'} · {s.axis or '–'} × {s.granularity or '–'} · scene {s.scene or '–'}"
+    pool = list(s.gt_views) + [v for v in s.extra_views if v not in s.gt_views]
+    view_ids = pool + [v.view_id for v in s.views if v.view_id not in pool]  # V_GT, then the +k pool in order
     body = (f'<header class="top"><p><a href="../index.html">← all queries</a> · '
             f'<a href="../index.html#sample={esc(quote(s.id, safe=""))}">this sample in the filtered list</a></p>'
             f'<h1>{esc(s.id)} <small>{esc(meta)}</small></h1></header>'
-            f'<section class="block"><h2>Views</h2>{render_views(s, [v.view_id for v in s.views], media, numbered=False)}'
+            f'<section class="block"><h2>Views</h2>{render_views(s, view_ids, media, numbered=False)}'
             f'<p class="question">{esc(s.question)}</p>{render_options(s, {})}</section>'
             f'<section class="block"><h2>Across settings</h2>{decay_table(entries, runs)}</section>'
             f'<section class="cards">{"".join(render_card(e, runs, media, f"#q{e.number}") for e in entries)}</section>')
@@ -148,7 +152,9 @@ def build_browser(run_dirs: list[str | Path], out: str | Path, bench: str | Path
                 (tmp / "samples" / f"{i}.html").write_text(
                     sample_page(benchmark, i, group, runs, Media("../", sizes)), encoding="utf-8")
             media = Media("", sizes)
-            cards = "".join(render_card(e, runs, media, f"samples/{e.sample_index}.html#q{e.number}") for e in entries)
+            # cards past the first page start hidden, so a large page lays out quickly before the script runs
+            cards = "".join(render_card(e, runs, media, f"samples/{e.sample_index}.html#q{e.number}",
+                                        hidden=i >= page_size) for i, e in enumerate(entries))
             head = (f'<header class="top"><h1>{esc(benchmark.name)} <small>{esc(benchmark.file)} · '
                     f'{len(entries)} queries · {len(by_sample)} samples</small></h1>{runs_table(runs)}</header>')
             attrs = (f'data-page-size="{int(page_size)}" '
