@@ -181,8 +181,11 @@ def lossless_sample(row: Row) -> tuple[dict, dict[str, bytes]]:
     return sample, images
 
 
-def mapped_sample(row: Row, cmap: ColumnMap) -> tuple[dict, dict[str, bytes]]:
-    """A sample and its images from a row of a public benchmark, through the column map."""
+def mapped_sample(row: Row, cmap: ColumnMap, image_root: Path | None = None) -> tuple[dict, dict[str, bytes]]:
+    """A sample and its images from a row of a public benchmark, through the column map.
+
+    Relative image paths are read under ``image_root`` (default: the row's file's folder).
+    """
     d, preset = row.data, cmap.preset
     columns = set(d)
 
@@ -213,7 +216,7 @@ def mapped_sample(row: Row, cmap: ColumnMap) -> tuple[dict, dict[str, bytes]]:
     answer = answer_letter(get("answer"), options)
     if answer is None:
         raise ValueError(f"answer: {get('answer')!r} is not a letter or an option of {options}")
-    blobs = image_bytes(get("images"), row.file.parent)
+    blobs = image_bytes(get("images"), image_root or row.file.parent)
     if not blobs:
         raise ValueError("images: the row has no image")
     images, views = {}, []
@@ -234,7 +237,8 @@ def mapped_sample(row: Row, cmap: ColumnMap) -> tuple[dict, dict[str, bytes]]:
 
 
 def import_hf(files: list[str | Path], out: str | Path, preset: str = "generic", overrides: dict[str, str] | None = None,
-              name: str | None = None, skip_invalid: bool = False, overwrite: bool = False) -> dict:
+              name: str | None = None, skip_invalid: bool = False, overwrite: bool = False,
+              image_root: str | Path | None = None) -> dict:
     """Convert benchmark files into a benchmark folder at ``out``.
 
     Args:
@@ -243,6 +247,7 @@ def import_hf(files: list[str | Path], out: str | Path, preset: str = "generic",
         preset: a key of bench.import_presets.PRESETS.
         overrides: {field: column(s)} from ``--map``.
         skip_invalid: drop rows that cannot be converted (reported) instead of failing.
+        image_root: folder that relative image paths are read under (default: each file's folder).
     Returns:
         {"samples": n, "skipped": [problem lines], "out": str}
     Raises:
@@ -270,7 +275,8 @@ def import_hf(files: list[str | Path], out: str | Path, preset: str = "generic",
                                      f"`samples` config instead"])
             try:
                 lossless = preset == "generic" and LOSSLESS_COLUMNS <= set(row.data) and not cmap.overrides
-                sample, imgs = lossless_sample(row) if lossless else mapped_sample(row, cmap)
+                sample, imgs = (lossless_sample(row) if lossless else
+                                mapped_sample(row, cmap, Path(image_root) if image_root else None))
                 if sample["id"] in seen:
                     raise ValueError(f"id: {sample['id']!r} repeats {seen[sample['id']]}")
             except (ValueError, KeyError, TypeError) as err:

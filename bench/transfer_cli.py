@@ -73,7 +73,7 @@ def _run_import(args: argparse.Namespace) -> int:
         return _fail(problems, 2)
     try:
         result = import_hf(args.files, args.out, preset=args.preset, overrides=overrides, name=args.name,
-                           skip_invalid=args.skip_invalid, overwrite=args.overwrite)
+                           skip_invalid=args.skip_invalid, overwrite=args.overwrite, image_root=args.image_root)
     except ImportHFError as err:
         return _fail(err.problems)
     for line in result["skipped"]:
@@ -118,6 +118,8 @@ def add_transfer_parsers(subparsers) -> None:
                    help=f"read FIELD from COLUMN (comma list for options/images); fields: {', '.join(FIELDS)}")
     p.add_argument("--out", required=True, help="benchmark folder to write")
     p.add_argument("--name", default=None, help="benchmark name (default: the --out folder name)")
+    p.add_argument("--image-root", default=None,
+                   help="folder relative image paths are read under (default: each file's folder)")
     p.add_argument("--skip-invalid", action="store_true", help="drop rows that cannot be converted (listed)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing non-empty --out")
     p.set_defaults(func=_run_import)

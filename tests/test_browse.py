@@ -10,6 +10,7 @@ import pytest
 
 from browse_runs import SCRIPT, Cards, make_runs, predictions
 from eval.__main__ import main
+from eval.adapters import ModelAdapter, Response, build_model
 from eval.browse import build_browser
 from eval.errors import EvalInputError
 from eval.runner import evaluate
@@ -131,3 +132,23 @@ def test_rebuild_replaces_a_browser_but_not_other_folders(built, tmp_path):
         build_browser([tricky], tmp_path / "notes")
     assert (tmp_path / "notes" / "keep.txt").read_text() == "x"
     assert not [p for p in Path(tmp_path).iterdir() if p.name.startswith(".")]  # no staging folder left
+
+
+def test_fallback_output_and_scores_are_shown(built, tmp_path):
+    bench = built[0]
+
+    class Mumbler(ModelAdapter):
+        def generate(self, requests):
+            return [Response(text="Hmm, <b>hard</b> to say.") for _ in requests]
+
+    evaluate(bench, Mumbler(), tmp_path / "fb", settings="+0", fallback="oracle", fallback_args={"output": "letter"},
+             progress=False, plots=False, n_boot=50)
+    evaluate(bench, build_model("oracle", {"output": "scores"}), tmp_path / "sc", settings="+0", progress=False,
+             plots=False, n_boot=50)
+    build_browser([tmp_path / "fb", tmp_path / "sc"], tmp_path / "site")
+    text = (tmp_path / "site" / "index.html").read_text()
+    cards = Cards(text).cards
+    assert len(cards) == 6 and all(c["data-c0"] == "right" and c["data-c1"] == "right" for c in cards)
+    assert text.count("fallback extractor said") == 6 and text.count("parse: fallback") == 6
+    assert "Hmm, &lt;b&gt;hard&lt;/b&gt; to say." in text and "<b>hard</b>" not in text
+    assert text.count('class="raw scores">scores [') == 6 and "parse: scores" in text

@@ -139,3 +139,17 @@ def test_question_option_splitting_and_answers():
     assert split_question_options("Pick one.\n(A) red\n(B) blue\n(C) green") == ("Pick one.", ["red", "blue", "green"])
     assert split_question_options("Is it A or B?") is None
     assert [answer_letter(a, ["3", "4"]) for a in ("(B)", "b.", "4", " A ", "C", None)] == ["B", "B", "B", "A", None, None]
+
+
+def test_all_angles_json_with_an_image_root(tmp_path, capsys):
+    """All-Angles ships data.json; its image paths point into frames downloaded elsewhere."""
+    (tmp_path / "frames").mkdir()
+    all_angles_file(tmp_path / "frames")
+    rows = pq.read_table(tmp_path / "frames" / "data.parquet").to_pylist()
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "data.json").write_text(json.dumps(rows))
+    args = ["import", "hf", str(tmp_path / "meta" / "data.json"), "--preset", "all-angles", "--out", str(tmp_path / "b")]
+    assert bench_main(args) == 1
+    assert "is neither a file under" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    assert bench_main(args + ["--image-root", str(tmp_path / "frames")]) == 0
+    assert [len(s.views) for s in load_benchmark(tmp_path / "b").samples] == [3, 2]
