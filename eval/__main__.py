@@ -1,4 +1,4 @@
-"""Command line: ``python -m eval run|compare|report|models``. See eval/README.md."""
+"""Command line: ``python -m eval run|compare|report|models|browse|import``. See eval/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -47,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run", help="run folder")
 
     sub.add_parser("models", help="list the registered model adapters")
+    from eval.browse.cli import add_browse_parser
+    from eval.import_cli import add_import_parser
+    add_browse_parser(sub)
+    add_import_parser(sub)
     return parser
 
 
@@ -102,7 +106,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     from eval.errors import EvalInputError
     args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "models": cmd_models}[args.command]
+    handler = getattr(args, "func", None) or {"run": cmd_run, "compare": cmd_compare, "report": cmd_report,
+                                              "models": cmd_models}[args.command]
     try:
         return handler(args)
     except EvalInputError as err:
