@@ -45,6 +45,8 @@ from eval.parser_text import BOILERPLATE, CONCLUSION, EQUAL, HEDGE, OVERRIDE, cl
 
 _BARE = re.compile(r"^[\s\(\[\{\"'<]*([A-Za-z])[\s\)\]\}\"'>\.:,;!]*$")
 _LEADING = re.compile(r"^\s*[\(\[]?([A-Za-z])(?:[\)\]\.:]|[ \t]+-)(?=\s|$)")
+# An opening option text stands alone: then a unit word at most, then a stop ("4 (two in view 1 ...)").
+_OPENING_ALONE = re.compile(r"(?:[ \t]+(?:people|persons|person|times|objects|items))?[ \t]*(?:$|\n|[(.,;:\-–—])")
 SHORT_ANSWER_WORDS = 20  # an option text counts anywhere only in answers this short
 SHORT_OPENING_WORDS = 12  # an option text that opens an answer counts when its first sentence is this short
 
@@ -153,7 +155,9 @@ def _anywhere(text: str, start: int, index: OptionIndex) -> ParseResult:
     first = next(((s, e) for s, e in sentences(text) if e > start), None)
     opening = mentions[0] if mentions else None
     if (opening and opening.kind == "text" and not region[:opening.start - start].strip(" \t\n\"'(")
-            and first and words(text[first[0]:first[1]]) <= SHORT_OPENING_WORDS):
+            and first and words(text[first[0]:first[1]]) <= SHORT_OPENING_WORDS
+            and (texts | bares == {opening.letter} or _OPENING_ALONE.match(text, opening.end))):
+        # "3 people, one of them only in view 2"; not "Point A is on the table. Point B is ..."
         return ParseResult(opening.letter, "option_text", False)
     if len(texts) == 1 and bares <= texts and words(region) <= SHORT_ANSWER_WORDS:
         return ParseResult(texts.pop(), "option_text", False)

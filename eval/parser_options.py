@@ -40,10 +40,11 @@ _NEGATED_BEFORE = re.compile(
     r"|\bnor|\bneither|\brule\s+out|\bruled\s+out|\bruling\s+out|\beliminat\w*|\bexclude[sd]?|\bagainst|\bno|\bwithout))"
     r"\s+(?:(?:the|option|choice|point|letter|answer|picture|image|is|be)\s+)*[\(\[\"']?\Z")
 _NEGATED_AFTER = re.compile(
-    r"(?i)^[\)\]\"'\s]*(?:,\s*)?(?:(?:is|are|was|were|would\s+be|seems|seem|appears|appear|looks|look|can\s+be|could\s+be)\s+)?"
-    r"(?:clearly\s+|also\s+|definitely\s+)?(?:not\b|n't\b|never\b|incorrect\b|wrong\b|unlikely\b|less\s+likely\b|ruled\s+out\b"
-    r"|excluded\b|eliminated\b|out\s+of\s+reach\b)|^[\)\]\"'\s]*(?:doesn't|does\s+not|don't|do\s+not|cannot|can't|isn't|aren't"
-    r"|wasn't|won't)\b")
+    r"(?i)^[\)\]\"'\s]*(?:(?:is|are|was|were|would\s+be|seems|seem|appears|appear|looks|look|can\s+be|could\s+be)\s+"
+    r"(?:clearly\s+|also\s+|definitely\s+)?(?:not\b|n't\b|never\b)|[\s:\-–]*(?:(?:is|are|was|were|would\s+be|seems|seem"
+    r"|appears|appear|looks|look|can\s+be|could\s+be)\s+)?(?:clearly\s+|also\s+|definitely\s+)?(?:incorrect\b|wrong\b"
+    r"|unlikely\b|less\s+likely\b|ruled\s+out\b|excluded\b|eliminated\b|out\s+of\s+reach\b)|(?:doesn't|does\s+not|don't"
+    r"|do\s+not|cannot|can't|isn't|aren't|wasn't|won't)\b)")
 # "A" / "I" before a lower-case word is an article or a pronoun, unless that word can follow a letter.
 _AFTER_LETTER_WORDS = set(
     "and or nor but is was are were seems seem looks look appears appear would could might should must will can may "
