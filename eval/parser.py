@@ -55,7 +55,8 @@ SHORT_OPENING_WORDS = 12  # an option text that opens an answer counts when its 
 class ParseResult:
     """The letter read from an answer (None when ``failed``) and the rule that read it."""
     letter: str | None
-    method: str  # letter | marker | choice | leading | closing | label | option_text | mention | scores | fallback | failed
+    # letter | marker | choice | leading | closing | label | option_text | mention | scores | fallback | failed
+    method: str
     failed: bool
 
 
@@ -70,7 +71,8 @@ def _leading(text: str, index: OptionIndex) -> str | None:
         return None
     letter = m.group(1).upper()
     rest = text[m.end():]
-    if not (index.text_at(text, m.end() + len(rest) - len(rest.lstrip(" \t"))) or re.match(r"[ \t]*(?:\n|$)|\s+[A-Z0-9\"(]", rest)):
+    after = m.end() + len(rest) - len(rest.lstrip(" \t"))
+    if not (index.text_at(text, after) or re.match(r"[ \t]*(?:\n|$)|\s+[A-Z0-9\"(]", rest)):
         return None
     starts = [n.end() for n in re.finditer(r"\n\s*(?=\S)", text)]
     if any(list_letter(text, s, index) not in (None, letter) for s in starts):
@@ -112,10 +114,11 @@ def _closing(text: str, start: int, index: OptionIndex) -> str | None:
     if EQUAL.search(text, s, e):
         return None
     line_start = text.rfind("\n", 0, s) + 1
-    prev_line = text.rfind("\n", 0, max(line_start - 1, 0))
-    if line_start > 0 and list_letter(text, line_start, index) and list_letter(text, prev_line + 1, index) not in (
-            None, list_letter(text, line_start, index)):
-        return None  # a line of an option list
+    if line_start > 0:
+        here = list_letter(text, line_start, index)
+        above = list_letter(text, text.rfind("\n", 0, line_start - 1) + 1, index)
+        if here and above not in (None, here):
+            return None  # a line of an option list ("A. ball\nB. box")
     segments = ([(cues[-1].end(), e)] if cues else []) + [(s, e)]
     for a, b in segments:
         found = _letters(index.mentions(text, a, b))

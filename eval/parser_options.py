@@ -26,18 +26,21 @@ THING = ("|".join(f"{w}s?" for w in _THING_STEMS) + r"|box(?:es)?|labell?ed|mark
 _PLURAL_THING = "|".join(f"{w}s" for w in _THING_STEMS) + "|boxes"
 _THING_BEFORE = re.compile(
     rf"(?i:\b(?:{THING}))[ \t]*[\(\[]?[ \t]*\Z"
-    rf"|(?i:\b(?:{_PLURAL_THING}))[ \t]+(?:[A-Z][\)\]]?[ \t]*(?:,|and|or|&|/)[ \t]*(?:and[ \t]+|or[ \t]+)?[\(\[]?[ \t]*)+\Z")
+    rf"|(?i:\b(?:{_PLURAL_THING}))[ \t]+"
+    r"(?:[A-Z][\)\]]?[ \t]*(?:,|and|or|&|/)[ \t]*(?:and[ \t]+|or[ \t]+)?[\(\[]?[ \t]*)+\Z")
 _OPTION_NOUN = r"options?|choices?|answers?|letters?|opci[oó]n|opzione|opção|вариант|选项|選項"
 # Numbers after these are labels too; "mark 2" stays a number because marks can be options.
 _NUMBER_LABEL_BEFORE = re.compile(r"(?i:\b(?:views?|images?|cameras?|frames?|pictures?|photos?|steps?|figures?|marked"
                                   r"|frame\s+labell?ed)|t\s*=|#)[ \t]*\Z")
 # "the three views": a count of views or images, not of what the question asks about.
-_COUNTS_VIEWS = re.compile(r"(?i)[ \t]+(?:different[ \t]+|distinct[ \t]+)?(?:views?|images?|cameras?|frames?|pictures?|photos?)\b")
+_COUNTS_VIEWS = re.compile(
+    r"(?i)[ \t]+(?:different[ \t]+|distinct[ \t]+)?(?:views?|images?|cameras?|frames?|pictures?|photos?)\b")
 _BULLET_NUMBER = re.compile(r"(?m)^[ \t]*\d+[.)][ \t]+(?=\S)")
 
 _NEGATED_BEFORE = re.compile(
-    r"(?i:(?:\bnot|n't|\bnever|\brather\s+than|\binstead\s+of|\bexcept(?:\s+for)?|\bexcluding|\bunlike|\bother\s+than|\bthan"
-    r"|\bnor|\bneither|\brule\s+out|\bruled\s+out|\bruling\s+out|\beliminat\w*|\bexclude[sd]?|\bagainst|\bno|\bwithout))"
+    r"(?i:(?:\bnot|n't|\bnever|\brather\s+than|\binstead\s+of|\bexcept(?:\s+for)?|\bexcluding|\bunlike"
+    r"|\bother\s+than|\bthan|\bnor|\bneither|\brule\s+out|\bruled\s+out|\bruling\s+out|\beliminat\w*|\bexclude[sd]?"
+    r"|\bagainst|\bno|\bwithout))"
     r"\s+(?:(?:the|option|choice|point|letter|answer|picture|image|is|be)\s+)*[\(\[\"']?\Z")
 _NEGATED_AFTER = re.compile(
     r"(?i)^[\)\]\"'\s]*(?:(?:is|are|was|were|would\s+be|seems|seem|appears|appear|looks|look|can\s+be|could\s+be)\s+"
@@ -55,7 +58,7 @@ _AFTER_LETTER_WORDS = set(
 _LABEL_PATTERNS = (
     re.compile(r"(?<![A-Za-z0-9])[\(\[]\s*([A-Za-z])\s*[\)\]]"),                           # (B) [b]
     re.compile(rf"(?i:(?<![A-Za-z])(?:{_OPTION_NOUN}))\s*[\(\[]?([A-Za-z])(?![A-Za-z0-9])"),  # option B, 选项B
-    re.compile(r"(?m)^[ \t]*(?:[-•][ \t]*)?([A-Z])(?:[.):]|[ \t]+-)(?=\s|$)"),                # B. / B) / B: / B - at a line start
+    re.compile(r"(?m)^[ \t]*(?:[-•][ \t]*)?([A-Z])(?:[.):]|[ \t]+-)(?=\s|$)"),  # B. / B) / B: / B - opening a line
 )
 _BARE = re.compile(r"(?<![A-Za-z0-9'\-&])([A-Z])(?![A-Za-z0-9'\-&])")
 
@@ -178,7 +181,8 @@ def _number_is_label(text: str, m: re.Match) -> bool:
     if re.fullmatch(r"\d+", word):
         if _NUMBER_LABEL_BEFORE.search(text, max(0, m.start() - 40), m.start()):
             return True
-        if _BULLET_NUMBER.match(text, text.rfind("\n", 0, m.start()) + 1) and re.match(r"[.)]", text[m.end():m.end() + 1]):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if _BULLET_NUMBER.match(text, line_start) and re.match(r"[.)]", text[m.end():m.end() + 1]):
             return True
         if re.match(r"\d[.,]", text[max(0, m.start() - 2):m.start()]) or re.match(r"[.,]\d", text[m.end():m.end() + 2]):
             return True

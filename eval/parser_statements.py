@@ -14,16 +14,19 @@ from dataclasses import dataclass
 from eval.parser_options import Mention, OptionIndex, is_article
 from eval.parser_text import HYPOTHETICAL, sentences
 
-_QUAL = (r"(?:correct|right|best|final|true|proper|only|likely|probable|plausible|appropriate|accurate|suitable|reasonable"
-         r"|most\s+likely|most\s+probable|most\s+plausible|most\s+appropriate|most\s+accurate|most\s+suitable"
+_QUAL = (r"(?:correct|right|best|final|true|proper|only|likely|probable|plausible|appropriate|accurate|suitable"
+         r"|reasonable|most\s+likely|most\s+probable|most\s+plausible|most\s+appropriate|most\s+accurate"
+         r"|most\s+suitable"
          r"|most\s+reasonable|my|our)")
 # "the answer", "Answer:" at a line start, "correct answer"; not "each answer:", "answer options", "to answer the".
-_NOUN = (rf"(?:\b(?:the|my|our)\s+(?:{_QUAL}\s+)*|\b{_QUAL}\s+(?:{_QUAL}\s+)*|(?m:^)[ \t>\-]*|(?<=[,;.])[ \t]+)answer\b"
+_NOUN = (rf"(?:\b(?:the|my|our)\s+(?:{_QUAL}\s+)*|\b{_QUAL}\s+(?:{_QUAL}\s+)*|(?m:^)[ \t>\-]*|(?<=[,;.])[ \t]+)"
+         r"answer\b"
          r"(?!\s+(?:options?|choices?|key|sheet|format|the|this|that|it|with|these|based|by|in\s+the\s+form)\b)"
          rf"|\b(?:the\s+|my\s+|our\s+)?{_QUAL}\s+(?:{_QUAL}\s+)*(?:option|choice|selection|response|guess|pick)\b(?!s)"
          r"|\bthe\s+(?:option|choice)(?=\s+(?:that|which)\b)")
 _NOUN_OTHER = (r"(?:最终|最終|正确|正確)?(?:答案|答え|正解|回答|정답|답변)|(?:正确|正確)(?:选项|選項)"
-               r"|\b(?:la\s+)?(?:bonne\s+)?réponse(?:\s+(?:correcte|finale))?|\b(?:la\s+)?respuesta(?:\s+(?:correcta|final))?"
+               r"|\b(?:la\s+)?(?:bonne\s+)?réponse(?:\s+(?:correcte|finale))?"
+               r"|\b(?:la\s+)?respuesta(?:\s+(?:correcta|final))?"
                r"|\b(?:die\s+)?(?:richtige\s+)?antwort|\b(?:la\s+)?risposta(?:\s+(?:corretta|giusta|finale))?"
                r"|\b(?:a\s+)?resposta(?:\s+(?:correta|final))?|(?:правильный\s+)?ответ")
 # Up to ten words between the noun and its verb ("the correct answer, based on the handle, is");
@@ -36,7 +39,8 @@ _MARKER = re.compile(rf"(?:{_NOUN}|{_NOUN_OTHER}){_GAP}{_COPULA}", re.IGNORECASE
 # "... is:" at a line end, then the value on the next line ("the most likely real photograph is:\n(A) ...").
 _COLON_LINE = re.compile(r"\b(?:is|would\s+be|will\s+be)[ \t]*:[ \t]*(?=\n)", re.IGNORECASE)
 _CHOICE = re.compile(
-    r"(?<![A-Za-z'])(?:(?:i|we)\s+(?:would\s+|will\s+|'d\s+|'ll\s+|should\s+|must\s+|shall\s+|can\s+)?(?:definitely\s+|rather\s+)?"
+    r"(?<![A-Za-z'])(?:(?:i|we)\s+(?:would\s+|will\s+|'d\s+|'ll\s+|should\s+|must\s+|shall\s+|can\s+)?"
+    r"(?:definitely\s+|rather\s+)?"
     r"|let's\s+|let\s+us\s+)?(?:choose|chose|select|selected|pick|picked|go\s+with|going\s+with|went\s+with|opt\s+for"
     r"|opted\s+for|settle\s+on|vote\s+for|choosing|selecting|picking)(?![A-Za-z])|\bI'?d\s+say|\bI\s+would\s+say"
     r"|\bI\s+count(?:ed)?(?![A-Za-z])"
@@ -45,19 +49,21 @@ _CHOICE = re.compile(
 _CHOICE_TAIL = re.compile(r"[ \t]*[:\-]?[ \t]*")
 _REVERSE_TAIL = re.compile(
     r"[\)\]\"'\s]*,?\s*(?:is|would\s+be|should\s+be|must\s+be|seems\s+to\s+be|appears\s+to\s+be|remains)\s+"
-    r"(?:clearly\s+|indeed\s+|definitely\s+|also\s+)?(?:the\s+|my\s+|our\s+)?(?:(?:most\s+likely|most\s+probably|most\s+probable"
-    r"|clearly|definitely|indeed|only|final|single)\s+)*(?:correct\b|right\b(?!\s+(?:next|behind|in|above|below|of|side|hand|edge"
-    r"|corner|there|here|at|on|under|beside|to|by|now|after|before)\b)|accurate\b|appropriate\b|best\b|answer\b|choice\b"
-    r"|option\b|true\b|one\s+(?:that|which)\s+(?:matches|fits|corresponds))"
+    r"(?:clearly\s+|indeed\s+|definitely\s+|also\s+)?(?:the\s+|my\s+|our\s+)?"
+    r"(?:(?:most\s+likely|most\s+probably|most\s+probable|clearly|definitely|indeed|only|final|single)\s+)*"
+    r"(?:correct\b|right\b(?!\s+(?:next|behind|in|above|below|of|side|hand|edge|corner|there|here|at|on|under|beside|to"
+    r"|by|now|after|before)\b)|accurate\b|appropriate\b|best\b|answer\b|choice\b|option\b|true\b"
+    r"|one\s+(?:that|which)\s+(?:matches|fits|corresponds))"
     r"|\s*(?:是正确|是正確|正确|正確|是对的|が正解|が正しい|を選|가\s*정답|이\s*정답|이\s*맞)", re.IGNORECASE)
 _NOT_BEFORE = re.compile(r"(?i)(?:\bnot|n't|\bnever)\s+(?:\w+\s+)?\Z")
 _IF_BEFORE = re.compile(r"(?i)\b(?:if|whether|assuming|suppose|unless)\b[^.,;:\n]*\Z")
 _GAP_BAD = re.compile(r"(?i)\b(?:whether|if|depends?|unless)\b")
 
-_FILLER = re.compile(r"[\s\"'\-–—:>]*(?:(?:the|la|le|l'|el|die|der|das|il|lo)\s*)?(?:(?:correct|right|best|final)\s+(?=option|choice|letter|answer))?"
+_FILLER = re.compile(r"[\s\"'\-–—:>]*(?:(?:the|la|le|l'|el|die|der|das|il|lo)\s*)?"
+                     r"(?:(?:correct|right|best|final)\s+(?=option|choice|letter|answer))?"
                      r"(?:(?:option|choice|letter|answer|opci[oó]n|opzione|选项|選項)\b\s*)?[\s\"':]*", re.IGNORECASE)
 _AMBIGUOUS_VALUE = re.compile(r"(?i)(?:either|between|one\s+of|any\s+of|both|several|multiple)\b")
-_NEGATIVE_VALUE = re.compile(r"(?i)(?:not|n't|never|no)\b")
+_NEGATIVE_VALUE = re.compile(r"(?i)(?:not|n't|never)\b")
 _LETTER_VALUE = re.compile(r"([\(\[\{<]?)\s*([A-Za-z])\s*[\)\]\}>]?(?![A-Za-z0-9'])")
 _LIST_JOIN = re.compile(r"[\s)\].]*(?:,|/|&|\bor\b|\band\b|、|或者?|和|\bou\b|\bo\b|\boder\b|\bund\b|\bили\b|\bи\b)"
                         r"[\s,]*(?:(?:or|and)\s+)?(?:(?:option|choice)\s+)?[(\[]?", re.IGNORECASE)
@@ -139,7 +145,8 @@ def _statement_end(text: str, value_end: int, ambiguous: bool, index: OptionInde
 def _reported(text: str, pos: int) -> bool:
     """The statement is reported or doubted, not made ("whether the answer is A", "not choose B")."""
     sent_start = max((s for s, _ in sentences(text) if s <= pos), default=0)
-    return bool(HYPOTHETICAL.search(text, max(sent_start, pos - 300), pos) or _NOT_BEFORE.search(text, max(0, pos - 20), pos))
+    return bool(HYPOTHETICAL.search(text, max(sent_start, pos - 300), pos)
+                or _NOT_BEFORE.search(text, max(0, pos - 20), pos))
 
 
 def _make(text: str, value, kind: str, pos: int, index: OptionIndex) -> Statement | None:
