@@ -6,14 +6,19 @@ import os
 import sys
 from pathlib import Path
 
+from bench.atomic import atomic_write_text
+from eval.errors import DATA, EvalInputError, RunError, describe_failure
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m eval", description="Run and compare benchmark evaluations.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="evaluate a model with the full protocol")
+    run = sub.add_parser("run", help="evaluate a model with the full protocol", parents=[common])
     run.add_argument("--bench", required=True, help="benchmark folder (or benchmark.json / .jsonl)")
     run.add_argument("--model", required=True, help="registered adapter name (python -m eval models)")
     run.add_argument("--model-arg", action="append", default=[], metavar="K=V", help="adapter argument; repeatable")
@@ -34,19 +39,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for the 95%% intervals")
     run.add_argument("--blind-run", default=None, help="folder of an earlier text-only run: the Blind row")
     run.add_argument("--human-json", default=None, help='human accuracies {"spatial": {"coarse": 91.0, ...}}')
+    run.add_argument("--wait", action="store_true",
+                     help="if another run is writing --out, wait for it to finish (default: stop at once)")
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--no-plots", action="store_true")
 
-    cmp = sub.add_parser("compare", help="one table across runs with paired significance")
+    cmp = sub.add_parser("compare", help="one table across runs with paired significance", parents=[common])
     cmp.add_argument("runs", nargs="+", help="run folders; the first is the reference")
     cmp.add_argument("--out", default=None, help="also write the Markdown here")
     cmp.add_argument("--n-boot", type=int, default=1000)
     cmp.add_argument("--seed", type=int, default=0)
 
-    rep = sub.add_parser("report", help="re-render report.md and the plots of a run from its summary.json")
+    rep = sub.add_parser("report", help="re-render report.md and the plots of a run from its summary.json",
+                         parents=[common])
     rep.add_argument("run", help="run folder")
 
-    sub.add_parser("models", help="list the registered model adapters")
+    sub.add_parser("models", help="list the registered model adapters", parents=[common])
     return parser
 
 
@@ -64,7 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                        model_args=model_args, protocol=protocol, fallback=args.fallback,
                        fallback_args=fallback_args if args.fallback else None, n_boot=args.n_boot,
                        blind_run=args.blind_run, human_json=args.human_json, progress=not args.no_progress,
-                       plots=not args.no_plots, extra_problems=problems + more)
+                       plots=not args.no_plots, extra_problems=problems + more, wait=args.wait)
     from eval.report import render_ssmn_table
     print(render_ssmn_table([(summary["run"]["model"], summary)]))
     print(f"wrote {Path(args.out) / 'report.md'}")
@@ -76,7 +84,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     text = compare_runs(args.runs, n_boot=args.n_boot, seed=args.seed)
     print(text)
     if args.out:
-        Path(args.out).write_text(text)
+        atomic_write_text(args.out, text)
     return 0
 
 
@@ -85,7 +93,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from eval.plots import save_plots
     from eval.report import render_report
     _, summary, _ = load_run(args.run)
-    (Path(args.run) / "report.md").write_text(render_report(summary))
+    atomic_write_text(Path(args.run) / "report.md", render_report(summary))
     save_plots(summary, Path(args.run))
     print(f"wrote {Path(args.run) / 'report.md'}")
     return 0
@@ -100,7 +108,6 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from eval.errors import EvalInputError
     args = build_parser().parse_args(argv)
     handler = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "models": cmd_models}[args.command]
     try:
@@ -112,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: finished batches are saved; rerun the same command to continue", file=sys.stderr)
         return 130
+    except Exception as err:  # every other failure: one line, the traceback only on request
+        if getattr(args, "debug", False):
+            raise
+        print(" ".join(describe_failure(err).split()), file=sys.stderr)
+        return err.exit_code if isinstance(err, RunError) else DATA
 
 
 if __name__ == "__main__":

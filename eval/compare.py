@@ -75,12 +75,23 @@ def paired_compare(units_a: list[Unit], units_b: list[Unit], max_extra: dict[str
 
 
 def load_run(out_dir: str | Path) -> tuple[dict, dict, list[dict]]:
-    """(manifest, summary, prediction lines) of a finished run; EvalInputError if it is not one."""
+    """(manifest, summary, prediction lines) of a finished run; EvalInputError (one line per
+    file) if it is not one or a file of it cannot be read."""
     out_dir = Path(out_dir)
-    problems = [f"ERROR {out_dir}: missing {name}" for name in (MANIFEST, SUMMARY) if not (out_dir / name).is_file()]
+    problems = [f"ERROR {out_dir / name}: missing; is {out_dir} a finished run folder?"
+                for name in (MANIFEST, SUMMARY) if not (out_dir / name).is_file()]
     if problems:
         raise EvalInputError(problems, DATA)
-    return read_manifest(out_dir), read_summary(out_dir), list(read_predictions(out_dir).values())
+    loaded = []
+    for name, read in ((MANIFEST, read_manifest), (SUMMARY, read_summary)):
+        try:
+            loaded.append(read(out_dir))
+        except (OSError, ValueError) as err:  # a torn or foreign file; JSONDecodeError is a ValueError
+            problems.append(f"ERROR {out_dir / name}: unreadable ({type(err).__name__}: {err}); rerun the run's "
+                            f"command to rewrite it")
+    if problems:
+        raise EvalInputError(problems, DATA)
+    return loaded[0], loaded[1], list(read_predictions(out_dir).values())
 
 
 def run_label(manifest: dict, out_dir: Path) -> str:

@@ -12,11 +12,22 @@ from pathlib import Path
 
 import matplotlib
 
+from bench.atomic import atomic_target
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"SVS": "#1f77b4", "MVN": "#d62728", "no_subset": "#7f7f7f"}
 OFFSET = {"SVS": -0.05, "MVN": 0.05}  # a small x shift so the two subsets' interval bars do not overlap
+
+
+def _save(fig, path: Path) -> None:
+    """PNG via a temporary file and a rename: a full disk never leaves a 0-byte figure."""
+    try:
+        with atomic_target(path) as tmp:
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)
 
 
 def _x_of(setting: str) -> int | None:
@@ -69,8 +80,7 @@ def plot_acc_vs_extra_views(summary: dict, path: Path, title: str | None = None)
         # Below the axes: inside, it would hide points near chance or near 100 %.
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
     return path
 
 
@@ -97,8 +107,7 @@ def plot_per_task(summary: dict, path: Path, title: str | None = None) -> Path:
     ax.set_title(title or f"{summary.get('run', {}).get('model', '')}: accuracy per task (primary setting)",
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
     return path
 
 

@@ -1,12 +1,14 @@
 """Run a model through the protocol: plan queries, ask in batches, parse, record, summarise.
 
 ``evaluate`` is the entry point for the CLI and for training code. It checks every input
-first (nothing is written to ``out_dir`` when one is wrong), then continues whatever an
-earlier identical run left in ``out_dir/predictions.jsonl`` and never asks a finished
-query again.
+first, images decoded included (nothing is written to ``out_dir`` when one is wrong), takes
+the folder's run lock (one writer per folder), then continues whatever an earlier identical
+run left in ``out_dir/predictions.jsonl`` and never asks a finished query again.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +16,9 @@ from typing import Any, Iterator
 
 from tqdm import tqdm
 
+from bench.atomic import atomic_write_text
 from bench.format import Benchmark, Sample
+from bench.images import images_digest, inspect_images
 from eval.adapters.base import ModelAdapter, Request, RequestView, Response
 from eval.bootstrap import DEFAULT_N_BOOT
 from eval.circular import n_rotations, rotate_sample
@@ -23,6 +27,7 @@ from eval.inputs import (check_numbers, resolve_benchmark, resolve_blind, resolv
                          resolve_settings)
 from eval.parser import FAILED, ParseResult, parse_answer, parse_scores
 from eval.predictions import PredictionWriter, file_sha256, manifest_conflicts, read_predictions
+from eval.runlock import RunLock
 from eval.prompt import build_extract_prompt, build_prompt, template_fingerprint
 from eval.settings import ProtocolConfig, Query, plan_queries, primary_setting, subset_key
 from eval.summary import summarize, write_summary
@@ -58,6 +63,35 @@ def build_request(bench: Benchmark, pq: PlannedQuery) -> Request:
                                  times=[f.t for f in v.frames], camera=v.camera) for i, v in enumerate(views, 1)]
     return Request(key=pq.key, sample=sample, setting=pq.query.setting, views=request_views,
                    prompt=build_prompt(sample, views))
+
+
+def query_images(bench: Benchmark, pq: PlannedQuery) -> list[Path]:
+    """The image files a query shows, in presentation order."""
+    return [bench.image_path(f.image) for v in pq.query.view_ids for f in pq.sample.view(v).frames]
+
+
+class PlanImages:
+    """Content hashes of every image a plan touches (hashed once; see bench/images.py).
+
+    ``digest`` identifies the whole set (run.json); ``of(pq)`` the images of one query, in
+    order (each prediction line keeps it, so a resume notices an image changed under it)."""
+
+    def __init__(self, bench: Benchmark, planned: list[PlannedQuery]):
+        self.paths = {pq.key: [str(p.resolve()) for p in query_images(bench, pq)] for pq in planned}
+        unique = list(dict.fromkeys(p for paths in self.paths.values() for p in paths))
+        info = inspect_images(unique, root=bench.root, decode=False)
+        self.sha = {p: info[p].sha256 or "unreadable" for p in unique}
+        root = bench.root.resolve()
+        self.digest = images_digest((os.path.relpath(p, root), self.sha[p]) for p in unique)
+        self.count = len(unique)
+
+    def of(self, key: str) -> str:
+        return hashlib.sha256("\n".join(self.sha[p] for p in self.paths[key]).encode()).hexdigest()[:16]
+
+
+def changed_images(done: dict[str, dict], images: PlanImages) -> list[str]:
+    """Keys of finished lines whose query's images differ from the ones they were answered on."""
+    return [key for key, rec in done.items() if key in images.paths and rec.get("images") not in (None, images.of(key))]
 
 
 def _read_response(request: Request, response: Response) -> ParseResult:
@@ -103,7 +137,7 @@ def make_record(pq: PlannedQuery, request: Request, response: Response, parsed: 
 
 
 def answer_batch(bench: Benchmark, model: ModelAdapter, batch: list[PlannedQuery],
-                 fallback: ModelAdapter | None = None) -> list[dict]:
+                 fallback: ModelAdapter | None = None, images: PlanImages | None = None) -> list[dict]:
     """Ask the model one batch; parse; ask the fallback only for what the rules could not read."""
     requests = [build_request(bench, pq) for pq in batch]
     responses = model.generate(requests)
@@ -116,8 +150,12 @@ def answer_batch(bench: Benchmark, model: ModelAdapter, batch: list[PlannedQuery
         results = _run_fallback(fallback, [(requests[i], responses[i]) for i in failed_idx])
         for i, (p, raw) in zip(failed_idx, results):
             parsed[i], fallback_raw[i] = p, raw
-    return [make_record(pq, req, resp, p, fallback_raw.get(i))
-            for i, (pq, req, resp, p) in enumerate(zip(batch, requests, responses, parsed))]
+    records = [make_record(pq, req, resp, p, fallback_raw.get(i))
+               for i, (pq, req, resp, p) in enumerate(zip(batch, requests, responses, parsed))]
+    if images is not None:
+        for rec in records:
+            rec["images"] = images.of(rec["key"])
+    return records
 
 
 def _batches(items: list, size: int) -> Iterator[list]:
@@ -131,7 +169,8 @@ def evaluate(bench: str | Path | Benchmark, model: str | ModelAdapter, out_dir: 
              protocol: ProtocolConfig | None = None, fallback: str | ModelAdapter | None = None,
              fallback_args: dict[str, Any] | None = None, n_boot: int = DEFAULT_N_BOOT,
              blind_run: str | Path | None = None, human_json: str | Path | None = None,
-             progress: bool = True, plots: bool = True, extra_problems: list[str] | None = None) -> dict:
+             progress: bool = True, plots: bool = True, extra_problems: list[str] | None = None,
+             wait: bool = False) -> dict:
     """Evaluate a model on a benchmark with the full protocol and write the run to ``out_dir``.
 
     Args:
@@ -148,10 +187,13 @@ def evaluate(bench: str | Path | Benchmark, model: str | ModelAdapter, out_dir: 
         n_boot: bootstrap replicates for the 95 % intervals.
         blind_run / human_json: reference rows for the CVBench-style table.
         extra_problems: problems found by a caller (the CLI) to report together with ours.
+        wait: when another run holds ``out_dir``, wait for it instead of failing.
     Returns:
         The summary dict (also written to out_dir/summary.json; keys in eval/README.md).
     Raises:
-        EvalInputError: an input is invalid; nothing was written to out_dir.
+        EvalInputError: an input is invalid (nothing was written to out_dir), or another run
+            holds out_dir and ``wait`` is False.
+        RunError: the model's service or a file failed mid-run; finished answers are kept.
     """
     protocol = protocol or ProtocolConfig()
     out_dir = Path(out_dir)
@@ -159,11 +201,12 @@ def evaluate(bench: str | Path | Benchmark, model: str | ModelAdapter, out_dir: 
     names, p = resolve_settings(settings, protocol)
     usage += p
     usage += check_numbers(limit, batch_size, n_boot, protocol.max_extra)
-    adapter, p = resolve_model(model, model_args)
+    adapter, p, d = resolve_model(model, model_args)
     usage += p
-    fallback_adapter, p = resolve_model(fallback, fallback_args, flag="--fallback")
+    data: list[str] = list(d)
+    fallback_adapter, p, d = resolve_model(fallback, fallback_args, flag="--fallback")
     usage += p
-    data: list[str] = []
+    data += d
     benchmark, p = resolve_benchmark(bench)
     data += p
     blind, p = resolve_blind(blind_run)
@@ -185,20 +228,31 @@ def evaluate(bench: str | Path | Benchmark, model: str | ModelAdapter, out_dir: 
     assert benchmark is not None and adapter is not None and manifest is not None
 
     planned = plan_run(benchmark, names, protocol, seed, circular, limit)
-    done = read_predictions(out_dir)
-    todo = [pq for pq in planned if pq.key not in done]
-    with PredictionWriter(out_dir, manifest) as writer:
-        if todo:
-            adapter.prepare(benchmark)
-            if fallback_adapter is not None:
-                fallback_adapter.prepare(benchmark)
-        bar = tqdm(total=len(planned), initial=len(planned) - len(todo), unit="query", file=sys.stderr,
-                   disable=not progress, desc=f"eval {manifest['model']}")
-        for batch in _batches(todo, batch_size):
-            writer.append(answer_batch(benchmark, adapter, batch, fallback_adapter))
-            bar.update(len(batch))
-        bar.close()
-    return finish_run(out_dir, planned, manifest, names, limit, protocol, n_boot, blind, human, plots)
+    images = PlanImages(benchmark, planned)
+    manifest["images_sha256"], manifest["n_images"] = images.digest, images.count
+    with RunLock(out_dir, wait=wait):
+        # Checked again under the lock: a run that held the folder may have written it meanwhile.
+        problems = [f"ERROR --out {m}" for m in manifest_conflicts(out_dir, manifest)]
+        done = read_predictions(out_dir)
+        changed = changed_images(done, images)
+        if changed:
+            problems.append(f"ERROR --out {out_dir}: {len(changed)} finished answer(s) were given on images that "
+                            f"have changed since (first: {changed[0]}); use a new --out folder")
+        if problems:
+            raise EvalInputError(problems, DATA)
+        todo = [pq for pq in planned if pq.key not in done]
+        with PredictionWriter(out_dir, manifest) as writer:
+            if todo:
+                adapter.prepare(benchmark)
+                if fallback_adapter is not None:
+                    fallback_adapter.prepare(benchmark)
+            bar = tqdm(total=len(planned), initial=len(planned) - len(todo), unit="query", file=sys.stderr,
+                       disable=not progress, desc=f"eval {manifest['model']}")
+            for batch in _batches(todo, batch_size):
+                writer.append(answer_batch(benchmark, adapter, batch, fallback_adapter, images))
+                bar.update(len(batch))
+            bar.close()
+        return finish_run(out_dir, planned, manifest, names, limit, protocol, n_boot, blind, human, plots)
 
 
 def finish_run(out_dir: Path, planned: list[PlannedQuery], manifest: dict, settings: list[str],
@@ -214,7 +268,7 @@ def finish_run(out_dir: Path, planned: list[PlannedQuery], manifest: dict, setti
     summary = summarize(records, protocol.max_extra, n_boot=n_boot, seed=manifest["seed"], header=header)
     summary["reference_rows"] = {"blind": blind, "human": human}
     write_summary(summary, out_dir)
-    (out_dir / "report.md").write_text(render_report(summary))
+    atomic_write_text(out_dir / "report.md", render_report(summary))
     if plots:
         from eval.plots import save_plots
         save_plots(summary, out_dir)

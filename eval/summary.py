@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.atomic import atomic_write_json
 from eval.bootstrap import ALPHA, DEFAULT_N_BOOT
 from eval.metrics import accuracy_summary, chance_by_subset, score_units
 from eval.settings import setting_sort_key
@@ -48,10 +49,14 @@ def summarize(records: list[dict], max_extra: dict[str, int], n_boot: int = DEFA
 
 
 def write_summary(summary: dict, out_dir: Path) -> Path:
-    path = Path(out_dir) / SUMMARY
-    path.write_text(json.dumps(summary, indent=1) + "\n")
-    return path
+    """summary.json, atomically: a full disk or a kill leaves the previous one intact."""
+    return atomic_write_json(Path(out_dir) / SUMMARY, summary)
 
 
 def read_summary(out_dir: Path) -> dict:
-    return json.loads((Path(out_dir) / SUMMARY).read_text())
+    """summary.json as a dict; ValueError when it is not a JSON object."""
+    path = Path(out_dir) / SUMMARY
+    data = json.loads(path.read_bytes())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return data

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The image index (bench/images.py) of test benchmarks goes to a throw-away folder, not ~/.cache.
+os.environ.setdefault("CROSSVIEW_CACHE_DIR", tempfile.mkdtemp(prefix="crossview-test-cache-"))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_endpoint import FakeEndpoint  # noqa: E402

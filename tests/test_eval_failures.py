@@ -34,7 +34,7 @@ def kill_at_first_change(monkeypatch, target: Path) -> None:
     byte lands; a truncate (one atomic system call) lands, then the process dies."""
     real_open, real_truncate, real_ftruncate = builtins.open, os.truncate, os.ftruncate
 
-    class Dying(io.RawIOBase):
+    class Dying:
         def __init__(self, fh):
             self._fh = fh
 
@@ -178,7 +178,7 @@ def fail_disk_on(monkeypatch, folder: Path, name_part: str) -> None:
     """Writes to files in ``folder`` whose name contains ``name_part`` fill the disk half-way."""
     real_open = builtins.open
 
-    class Full(io.RawIOBase):
+    class Full:
         def __init__(self, fh, path):
             self._fh, self._path = fh, path
 

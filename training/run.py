@@ -5,9 +5,7 @@ through the evaluator (adapter ``crossview``) -> checkpoints/<run>/ with the rep
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import shutil
 import time
 from pathlib import Path
@@ -17,8 +15,10 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
+from bench.atomic import atomic_write_bytes, atomic_write_json
 from bench.config import save_config, to_dict
-from training.checkpoint import CheckpointError, architecture_differences, checkpoint_config, init_weights_from, read_checkpoint
+from training.checkpoint import (CheckpointError, architecture_differences, check_init_from, checkpoint_config,
+                                 init_weights_from, read_checkpoint)
 from training.config import TrainConfig
 from training.datamodule import CrossViewDataModule
 from training.features import FeatureCache
@@ -101,25 +101,30 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     ckpt_path = None
+    init_ckpt = None
     if resume is not None:
         resume = Path(resume)
         ckpt_path = resume if resume.is_file() else resume / "last.ckpt"
-        diffs = architecture_differences(checkpoint_config(read_checkpoint(ckpt_path)), cfg)
+        diffs = architecture_differences(checkpoint_config(read_checkpoint(ckpt_path), ckpt_path), cfg)
         if diffs:
-            raise CheckpointError(f"refusing to resume {ckpt_path}: the architecture changed:\n  " + "\n  ".join(diffs))
+            raise CheckpointError(f"refusing to resume {ckpt_path}: the architecture changed ({'; '.join(diffs)}); "
+                                  "resume with the run's own config.yaml")
         run_dir = ckpt_path.parent
     else:
         run_dir = run_dir_for(cfg, config_name)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
+        if cfg.init_from:  # checked before anything is generated, encoded or written
+            init_ckpt = check_init_from(cfg.init_from, cfg)
     ensure_benchmark(cfg)
     cache, tokenizer = build_components(cfg)
     datamodule = CrossViewDataModule(cfg, cache, tokenizer)
     datamodule.setup("fit")
     module = CrossViewModule(to_dict(cfg))
-    if cfg.init_from and ckpt_path is None:
-        init_weights_from(module, cfg.init_from)
+    if init_ckpt is not None:
+        init_weights_from(module, cfg.init_from, init_ckpt)
         print(f"[train] initialised from {cfg.init_from}", flush=True)
+    # The run folder is made only once every input has been accepted: a refused run leaves none.
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
     t = cfg.trainer
     checkpoint = ModelCheckpoint(dirpath=run_dir, filename="best", monitor="val/acc", mode="max",
                                  save_top_k=1, enable_version_counter=False)
@@ -149,8 +154,7 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         summary = evaluate_module(module.eval(), cache, tokenizer, cfg, run_dir / "eval")
         metrics = {**summary, **metrics}
         _copy_reports(run_dir / "eval", run_dir)
-    with open(run_dir / "metrics.json", "w") as fh:
-        json.dump(metrics, fh, indent=2)
+    atomic_write_json(run_dir / "metrics.json", metrics, indent=2)
     return metrics
 
 
@@ -162,7 +166,4 @@ def _copy_reports(eval_dir: Path, run_dir: Path) -> None:
     """report.md and the plots sit at the top of the run folder too."""
     for path in eval_dir.iterdir():
         if path.suffix in (".md", ".png"):
-            target = run_dir / path.name
-            tmp = target.with_suffix(target.suffix + f".tmp{os.getpid()}")
-            tmp.write_bytes(path.read_bytes())
-            os.replace(tmp, target)
+            atomic_write_bytes(run_dir / path.name, path.read_bytes())

@@ -13,6 +13,7 @@ import torch
 from bench.format import Benchmark
 from eval.adapters.base import ModelAdapter, Request, Response
 from eval.adapters.registry import register_model
+from eval.errors import RunError
 
 
 @register_model("crossview")
@@ -28,7 +29,7 @@ class CrossViewAdapter(ModelAdapter):
     def __init__(self, args=None, loaded=None):
         super().__init__(args)
         # Imported here so the evaluator's other adapters never pull in model/training.
-        from training.checkpoint import load_module_from_checkpoint
+        from training.checkpoint import CheckpointError, load_module_from_checkpoint
         from training.features import FeatureCache
         from training.text import build_tokenizer
         from model.backbone import build_backbone
@@ -38,7 +39,10 @@ class CrossViewAdapter(ModelAdapter):
                 raise ValueError("crossview needs --model-arg ckpt=PATH (a checkpoint from python train.py)")
             if not Path(self.args.ckpt).is_file():
                 raise ValueError(f"crossview: checkpoint not found: {self.args.ckpt}")
-            module = load_module_from_checkpoint(self.args.ckpt)
+            try:
+                module = load_module_from_checkpoint(self.args.ckpt)
+            except CheckpointError as err:  # a file problem, not a bad argument: exit 1, one line
+                raise RunError(str(err)) from None
             cache = FeatureCache(self.args.cache_dir, build_backbone(module.cfg.model.backbone))
             loaded = (module, cache, build_tokenizer(module.cfg.model))
         self.module, self.cache, self.tokenizer = loaded
