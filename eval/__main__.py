@@ -1,4 +1,4 @@
-"""Command line: ``python -m eval run|compare|report|models``. See eval/README.md."""
+"""Command line: ``python -m eval run|finish|compare|report|models``. See eval/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -39,14 +39,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for the 95%% intervals")
     run.add_argument("--blind-run", default=None, help="folder of an earlier text-only run: the Blind row")
     run.add_argument("--human-json", default=None, help='human accuracies {"spatial": {"coarse": 91.0, ...}}')
+    run.add_argument("--shard", default=None, metavar="R/N",
+                     help="answer only shard R of N of the queries (default under torchrun / accelerate launch: "
+                          "RANK/WORLD_SIZE); the last shard to finish, or `finish`, writes the summary")
     run.add_argument("--wait", action="store_true",
                      help="if another run is writing --out, wait for it to finish (default: stop at once)")
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--no-plots", action="store_true")
 
+    fin = sub.add_parser("finish", help="merge a sharded run's predictions and write its summary", parents=[common])
+    fin.add_argument("run", help="run folder")
+    fin.add_argument("--n-boot", type=int, default=None, help="default: the run's own")
+    fin.add_argument("--no-plots", action="store_true")
+    fin.add_argument("--wait", action="store_true", help="wait for shards still writing the folder")
+
     cmp = sub.add_parser("compare", help="one table across runs with paired significance", parents=[common])
     cmp.add_argument("runs", nargs="+", help="run folders; the first is the reference")
-    cmp.add_argument("--out", default=None, help="also write the Markdown here")
+    cmp.add_argument("--out", default=None, help="also write the comparison here")
+    cmp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="of the printed / written output")
+    cmp.add_argument("--plot", default=None, metavar="PNG",
+                     help="also draw every run's accuracy against extra views (SVS and MVN panels) here")
     cmp.add_argument("--n-boot", type=int, default=1000)
     cmp.add_argument("--seed", type=int, default=0)
 
@@ -60,10 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from eval.inputs import parse_model_args
+    from eval.plan import launcher_shard
     from eval.runner import evaluate
     from eval.settings import ProtocolConfig
 
     model_args, problems = parse_model_args(args.model_arg)
+    shard = args.shard
+    if shard is None and launcher_shard() is not None:  # torchrun / accelerate launch: one shard per process
+        shard = "{}/{}".format(*launcher_shard())
     fallback_args, more = parse_model_args(args.fallback_arg, flag="--fallback-arg")
     protocol = ProtocolConfig(max_extra={"SVS": args.max_extra_svs, "MVN": args.max_extra_mvn},
                               minus_one=args.minus_one)
@@ -72,16 +88,27 @@ def cmd_run(args: argparse.Namespace) -> int:
                        model_args=model_args, protocol=protocol, fallback=args.fallback,
                        fallback_args=fallback_args if args.fallback else None, n_boot=args.n_boot,
                        blind_run=args.blind_run, human_json=args.human_json, progress=not args.no_progress,
-                       plots=not args.no_plots, extra_problems=problems + more, wait=args.wait)
+                       plots=not args.no_plots, extra_problems=problems + more, wait=args.wait, shard=shard)
+    if summary is None:  # a shard whose siblings are still answering
+        return 0
     from eval.report import render_ssmn_table
     print(render_ssmn_table([(summary["run"]["model"], summary)]))
     print(f"wrote {Path(args.out) / 'report.md'}")
     return 0
 
 
+def cmd_finish(args: argparse.Namespace) -> int:
+    from eval.report import render_ssmn_table
+    from eval.runner import finish
+    summary = finish(args.run, n_boot=args.n_boot, plots=False if args.no_plots else None, wait=args.wait)
+    print(render_ssmn_table([(summary["run"]["model"], summary)]))
+    print(f"wrote {Path(args.run) / 'report.md'}")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from eval.compare import compare_runs
-    text = compare_runs(args.runs, n_boot=args.n_boot, seed=args.seed)
+    text = compare_runs(args.runs, n_boot=args.n_boot, seed=args.seed, output=args.format, plot=args.plot)
     print(text)
     if args.out:
         atomic_write_text(args.out, text)
@@ -109,7 +136,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "models": cmd_models}[args.command]
+    handler = {"run": cmd_run, "finish": cmd_finish, "compare": cmd_compare, "report": cmd_report,
+               "models": cmd_models}[args.command]
     try:
         return handler(args)
     except EvalInputError as err:

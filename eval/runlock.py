@@ -1,5 +1,9 @@
 """One writer per run folder: OUT/.lock, held with an advisory ``flock`` for the whole run.
 
+Shards of one run (``--shard r/n``) share OUT/.lock and each holds its own
+OUT/.lock.shard-r-of-n exclusively: shards run side by side, but never two copies of one
+shard, and never a shard beside an unsharded run or ``eval finish``.
+
 The file names its owner (pid, host, start time) so a second run on the same ``--out`` can
 say who holds it, and either stop at once or wait (``--wait``). The kernel drops a flock
 when its process dies, however it dies, so a lock file left behind by a killed run holds no
@@ -47,14 +51,16 @@ class RunLock:
     Args:
         out_dir: the run folder (created if missing).
         wait: block until the holder finishes instead of failing at once.
+        name: the lock file's name in ``out_dir``.
+        shared: take a shared lock (shards of one run) instead of an exclusive one.
     Raises (on ``acquire``):
         EvalInputError: another live run holds the folder and ``wait`` is False.
     """
 
-    def __init__(self, out_dir: str | Path, wait: bool = False):
+    def __init__(self, out_dir: str | Path, wait: bool = False, name: str = LOCK, shared: bool = False):
         self.out_dir = Path(out_dir)
-        self.path = self.out_dir / LOCK
-        self.wait = wait
+        self.path = self.out_dir / name
+        self.wait, self.shared = wait, shared
         self._fd: int | None = None
 
     def acquire(self) -> "RunLock":
@@ -62,8 +68,9 @@ class RunLock:
         told = False
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            mode = fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
             except BlockingIOError:
                 owner = _owner_text(fd)
                 if not self.wait:
@@ -75,13 +82,16 @@ class RunLock:
                           flush=True)
                     told = True
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    fcntl.flock(fd, mode)
                 except BaseException:
                     os.close(fd)
                     raise
             if not self._still_the_lock_file(fd):
                 os.close(fd)  # the holder removed it as we waited: lock the new one
                 continue
+            if self.shared:  # several holders: nobody owns the file's text
+                self._fd = fd
+                return self
             previous = _owner_text(fd)
             if previous:
                 log.warning("%s: taking over a stale lock of pid %s on host %s (that run ended without releasing "
@@ -104,7 +114,8 @@ class RunLock:
         if self._fd is None:
             return
         try:
-            self.path.unlink(missing_ok=True)  # still holding the flock: nobody else can be its owner
+            if not self.shared:
+                self.path.unlink(missing_ok=True)  # still holding the flock: nobody else can be its owner
         finally:
             os.close(self._fd)
             self._fd = None

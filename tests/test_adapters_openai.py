@@ -50,12 +50,14 @@ def test_killed_run_resumes_without_resending(endpoint, bench, tmp_path):
     """The server dies after 5 answers; the rerun asks only what predictions.jsonl lacks."""
     broken = endpoint(script=["ok"] * 5, after="503")
     with pytest.raises(EndpointError, match="gave up after 2 attempts: HTTP 503"):
-        evaluate(bench, "openai", tmp_path / "o", batch_size=1, model_args=_args(broken, retries=1), **FAST)
+        evaluate(bench, "openai", tmp_path / "o", batch_size=1, model_args=_args(broken, retries=1, concurrency=1),
+                 **FAST)
     written = _lines(tmp_path / "o")
     assert len(written) == 5 and broken.count == 5 + 2  # 5 answers, then one query tried twice
     # base_url is part of the manifest, so the rerun talks to the same address: the server recovers
     broken.script, broken.after = [], "ok"
-    s = evaluate(bench, "openai", tmp_path / "o", batch_size=1, model_args=_args(broken, retries=1), **FAST)
+    s = evaluate(bench, "openai", tmp_path / "o", batch_size=1, model_args=_args(broken, retries=1, concurrency=3),
+                 **FAST)  # concurrency is a throughput argument: the resume may change it
     assert broken.count - 7 == s["n_queries"] - 5  # only the unfinished queries were sent
     assert len(_lines(tmp_path / "o")) == s["n_queries"]
 

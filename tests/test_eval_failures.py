@@ -78,14 +78,12 @@ def kill_at_first_change(monkeypatch, target: Path) -> None:
 def test_kill_during_tail_repair_loses_no_complete_line(tmp_path, monkeypatch):
     out = tmp_path / "run"
     out.mkdir()
-    manifest = {"model": "x"}
-    (out / "run.json").write_text(json.dumps({"version": 1, **manifest}))
     lines = [json.dumps({"key": f"k{i}", "raw": "答案是 (B)"}, ensure_ascii=False) + "\n" for i in range(50)]
     complete = "".join(lines).encode()
     (out / "predictions.jsonl").write_bytes(complete + '{"key": "k50", "raw": "答'.encode()[:-1])
     kill_at_first_change(monkeypatch, out / "predictions.jsonl")
     try:
-        PredictionWriter(out, manifest).close()
+        PredictionWriter(out).close()
     except Killed:
         pass
     monkeypatch.undo()
@@ -218,6 +216,8 @@ def test_full_disk_during_the_summary_keeps_the_previous_one(tiny_bench, tmp_pat
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "No space left" in err[0] and "summary" in err[0], err
     after = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert json.loads(after.pop("run.json"))["invocations"][-1]["answered"] == 0  # it records the rerun
+    before.pop("run.json")
     assert after == before  # summary.json intact, no temporary files left behind
     assert main(["report", str(out)]) == 0
 

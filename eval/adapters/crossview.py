@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from bench.format import Benchmark
-from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.registry import register_model
 from eval.errors import RunError
 
@@ -23,8 +23,8 @@ class CrossViewAdapter(ModelAdapter):
     @dataclass
     class Args:
         ckpt: str = ""  # a checkpoint written by python train.py (last.ckpt / best.ckpt)
-        cache_dir: str = "data/cache"  # backbone feature cache
-        device: str = "cpu"  # "cpu" or "cuda"
+        cache_dir: str = throughput("data/cache")  # backbone feature cache
+        device: str = throughput("cpu")  # "cpu" or "cuda"
 
     def __init__(self, args=None, loaded=None):
         super().__init__(args)
@@ -55,6 +55,14 @@ class CrossViewAdapter(ModelAdapter):
     def from_loaded(cls, module, cache, tokenizer, device: str = "cpu") -> "CrossViewAdapter":
         """Wrap an in-memory model (the end of ``python train.py``) without reloading it."""
         return cls(cls.Args(ckpt="<in memory>", device=device), loaded=(module, cache, tokenizer))
+
+    def provenance(self) -> dict:
+        ckpt = Path(self.args.ckpt)
+        weights = None
+        if ckpt.is_file():  # the in-memory model of python train.py has no file of its own
+            from eval.manifest import file_sha256
+            weights = {"ckpt_sha256": file_sha256(ckpt)}
+        return {"device": str(self.device), "weights": weights, "backbone": self.cache.identity}
 
     def prepare(self, benchmark: Benchmark) -> None:
         from training.datamodule import split_images

@@ -6,8 +6,10 @@ API, or a local vLLM / SGLang server.
         --model-arg base_url=https://api.openai.com/v1 --model-arg model=gpt-4o-2024-08-06
 
 Images travel as base64 data URLs, interleaved with the prompt's text where its ``<image>``
-placeholders stand. Temperature 0. Requests run on a thread pool of ``concurrency`` workers,
-each with its own kept-alive connection (eval/adapters/http_client.py).
+placeholders stand. Temperature 0. Requests run on one run-wide pool of ``concurrency``
+workers, each with its own kept-alive connection (eval/adapters/http_client.py), so
+``concurrency`` requests stay in flight whatever the evaluator's ``--batch-size``, and each
+answer is handed back (and written) as soon as it arrives.
 
 What each reply means:
 - 2xx: the answer.
@@ -29,12 +31,14 @@ import io
 import json
 import os
 import re
+import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.http_client import KeepAliveClient, origin, one_line, redact, retry_after_seconds
 from eval.adapters.registry import register_model
 from eval.errors import RunError
@@ -77,10 +81,10 @@ class OpenAICompatible(ModelAdapter):
         api_key_env: str = "OPENAI_API_KEY"  # NAME of the variable holding the key; "" = send no key
         max_tokens: int = 64  # completion budget per query
         max_tokens_field: str = "max_tokens"  # some models want max_completion_tokens
-        timeout: float = 120.0  # seconds per HTTP attempt
-        retries: int = 6  # extra attempts on 429 / 5xx / timeouts / connection errors
-        backoff: float = 1.0  # first wait in seconds; doubles each retry (capped at 60 s)
-        concurrency: int = 4  # requests in flight at once
+        timeout: float = throughput(120.0)  # seconds per HTTP attempt
+        retries: int = throughput(6)  # extra attempts on 429 / 5xx / timeouts / connection errors
+        backoff: float = throughput(1.0)  # first wait in seconds; doubles each retry (capped at 60 s)
+        concurrency: int = throughput(4)  # requests in flight at once, run-wide (independent of --batch-size)
         resolution: str = "native"  # native sends the stored files; fixed:WxH / budget:PIXELS re-encode PNGs
         image_detail: str = ""  # OpenAI's image "detail" (low/high/auto); "" = omit
 
@@ -100,6 +104,7 @@ class OpenAICompatible(ModelAdapter):
         self.url = self.args.base_url.rstrip("/") + "/chat/completions"
         self.client = KeepAliveClient(self.url, self.args.timeout)
         self._pool: ThreadPoolExecutor | None = None
+        self._served: set[str] = set()  # model names the endpoint says answered (provenance)
 
     # ---- request building -----------------------------------------------------------------
     def _image_urls(self, request: Request) -> tuple[list[str], list[list[int]] | None]:
@@ -205,14 +210,60 @@ class OpenAICompatible(ModelAdapter):
             meta["usage"] = {k: v for k, v in reply["usage"].items() if isinstance(v, int)}
         if reply.get("model"):
             meta["served_model"] = reply["model"]
+            self._served.add(str(reply["model"]))
         return Response(text=text if isinstance(text, str) else json.dumps(text), meta=meta)
+
+    def _workers(self) -> ThreadPoolExecutor:
+        if self._pool is None:  # one pool for the adapter's life: its threads keep their connections
+            self._pool = ThreadPoolExecutor(max_workers=self.args.concurrency, thread_name_prefix="openai")
+        return self._pool
 
     def generate(self, requests: list[Request]) -> list[Response]:
         if len(requests) == 1 or self.args.concurrency == 1:
             return [self._answer(r) for r in requests]
-        if self._pool is None:  # one pool for the adapter's life: its threads keep their connections
-            self._pool = ThreadPoolExecutor(max_workers=self.args.concurrency, thread_name_prefix="openai")
-        return list(self._pool.map(self._answer, requests))  # map keeps request order
+        return list(self._workers().map(self._answer, requests))  # map keeps request order
+
+    def stream(self, requests: Iterable[Request], batch_size: int) -> Iterator[tuple[Request, Response]]:
+        """Keep ``concurrency`` requests in flight across the whole run, whatever the batch size;
+        yield each answer as it arrives. When a request fails for good, or on Ctrl-C, nothing new
+        is sent, the requests in flight are waited for and their answers yielded (they are paid
+        for), then the failure is raised."""
+        pool, source = self._workers(), iter(requests)
+        in_flight: dict[Future, Request] = {}
+        failure: BaseException | None = None
+
+        def send_next() -> None:
+            request = next(source, None)
+            if request is not None:
+                in_flight[pool.submit(self._answer, request)] = request
+
+        for _ in range(self.args.concurrency):
+            send_next()
+        while in_flight:
+            try:
+                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt as err:  # a second Ctrl-C while draining abandons the rest
+                if failure is not None:
+                    raise
+                failure = err
+                print(f"interrupted: waiting for the {len(in_flight)} request(s) in flight (Ctrl-C again to drop "
+                      "them)", file=sys.stderr, flush=True)
+                continue
+            for future in finished:
+                request = in_flight.pop(future)
+                try:
+                    response = future.result()
+                except Exception as err:
+                    failure = failure or err
+                    continue
+                yield request, response
+                if failure is None:
+                    send_next()
+        if failure is not None:
+            raise failure
+
+    def provenance(self) -> dict:
+        return {"device": f"endpoint {origin(self.url)}", "served_model": sorted(self._served)}
 
 
 @register_model("openai_compat")
