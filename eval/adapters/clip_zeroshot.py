@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.validate import LETTERS
-from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.base import ModelAdapter, Request, Response, throughput
+from eval.adapters.hf_common import auto_device
 from eval.adapters.registry import register_model
 
 RANDOM_WARNING = ("clip-zeroshot: NO pretrained weights (pretrained=''): the CLIP backbone is randomly "
@@ -40,7 +41,7 @@ class ClipZeroShot(ModelAdapter):
         model_config: str = ""  # optional JSON model config registered with open_clip; arch = its file stem
         template: str = "{question} {option}"  # caption per option; fields: question, option, letter
         init_seed: int = 0  # seeds random weights (pretrained="")
-        device: str = "auto"  # auto | cpu | cuda
+        device: str = throughput("auto")  # auto | cpu | cuda
 
     def __init__(self, args=None):
         super().__init__(args)
@@ -60,7 +61,7 @@ class ClipZeroShot(ModelAdapter):
         from model.backbone import load_open_clip_folder, resolve_pretrained
         self.device = self.args.device
         if self.device == "auto":
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+            self.device = auto_device(torch.cuda.is_available())
         folder = resolve_pretrained(self.args.pretrained) if self.args.pretrained else None
         if folder is not None:
             self._build_folder(folder, load_open_clip_folder)
