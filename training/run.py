@@ -90,7 +90,7 @@ def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig,
 
 
 def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | None = None,
-          callbacks: list[Callback] | None = None) -> dict:
+          callbacks: list[Callback] | None = None, components: tuple | None = None) -> dict:
     """Train, evaluate, write the run folder; returns the evaluator's summary (metrics.json).
 
     Args:
@@ -98,6 +98,9 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         config_name: names the run folder (``<config_name>-<time>`` unless cfg.run_name is set).
         resume: a run folder (or its last.ckpt) to continue; its architecture must match cfg.
         callbacks: extra Lightning callbacks (tests, custom logging).
+        components: (feature cache, tokenizer) to use instead of ``build_components(cfg)``;
+            scripts/probe_ceiling.py feeds ground-truth features through it. The caller owns
+            the check that model.patch_dim / pooled_dim match the cache's features.
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     ckpt_path = None
@@ -113,7 +116,7 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
     ensure_benchmark(cfg)
-    cache, tokenizer = build_components(cfg)
+    cache, tokenizer = components if components is not None else build_components(cfg)
     datamodule = CrossViewDataModule(cfg, cache, tokenizer)
     datamodule.setup("fit")
     module = CrossViewModule(to_dict(cfg))
