@@ -118,7 +118,7 @@ def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig,
 
 
 def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | None = None,
-          callbacks: list[Callback] | None = None) -> dict:
+          callbacks: list[Callback] | None = None, components: tuple | None = None) -> dict:
     """Train, evaluate, write the run folder; returns the evaluator's summary (metrics.json).
 
     Args:
@@ -126,6 +126,9 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         config_name: names the run folder (``<config_name>-<time>`` unless cfg.run_name is set).
         resume: a run folder (or its last.ckpt) to continue; its architecture must match cfg.
         callbacks: extra Lightning callbacks (tests, custom logging).
+        components: (feature cache, tokenizer) to use instead of ``build_components(cfg)``;
+            scripts/probe_ceiling.py feeds ground-truth features through it. The caller owns
+            the check that model.patch_dim / pooled_dim match the cache's features.
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     ckpt_path = None
@@ -143,7 +146,7 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         if cfg.init_from:  # checked before anything is generated, encoded or written
             init_ckpt = check_init_from(cfg.init_from, cfg)
     extra_callbacks = [*user_callbacks(cfg.trainer.callbacks), *(callbacks or [])]
-    cache, tokenizer = build_components(cfg)
+    cache, tokenizer = components if components is not None else build_components(cfg)
     datamodule = CrossViewDataModule(cfg, cache, tokenizer)  # data is made and read inside fit (prepare_data)
     module = CrossViewModule(to_dict(cfg))
     if init_ckpt is not None:
