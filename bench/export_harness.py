@@ -100,7 +100,7 @@ def export_lmms_eval(path: str | Path, out: str | Path, cfg: ExportConfig | None
         {"tasks": [task names], "group": name, "queries": n, "out": str}
     """
     from bench.outdir import staged_dir
-    from eval.predictions import file_sha256
+    from eval.manifest import file_sha256
     from eval.settings import setting_sort_key
     cfg = cfg or ExportConfig()
     bench = _one_benchmark(path)
@@ -165,7 +165,7 @@ def export_vlmevalkit(path: str | Path, out: str | Path, cfg: ExportConfig | Non
     import os
     import tempfile
     from bench.import_hf import image_format
-    from eval.predictions import file_sha256
+    from eval.manifest import file_sha256
     cfg = cfg or ExportConfig()
     bench = _one_benchmark(path)
     out = Path(out)

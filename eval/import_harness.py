@@ -22,7 +22,8 @@ from eval.errors import DATA, USAGE, EvalInputError
 from eval.harness_files import READERS, HarnessAnswer, HarnessFileError
 from eval.inputs import resolve_benchmark, resolve_settings
 from eval.parser import parse_answer
-from eval.predictions import MANIFEST, PredictionWriter, file_sha256, read_manifest
+from eval.manifest import MANIFEST, file_sha256, read_manifest
+from eval.predictions import PredictionWriter
 from eval.prompt import template_fingerprint
 from eval.runner import PlannedQuery, build_request, finish_run, make_record, plan_run
 from eval.settings import ProtocolConfig

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, IGNORE, 
 from bench.synth.captions import FRAC_BINS
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from model.pretrain_heads import PretrainHeads
+from training.features import file_sha256
 from training.pretrain_corpus import DENSE_FIELDS, PERSON_FIELDS, CorpusConfig, build_corpus
 
 MAX_COUNT = 9
@@ -312,14 +312,6 @@ def plot_losses(log_file: Path, out_png: Path) -> None:
     fig.savefig(tmp, dpi=90, format="png")
     plt.close(fig)
     os.replace(tmp, out_png)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def export(model, name: str, model_cfg: dict, tokenizer: CaptionTokenizer, cfg: PretrainConfig, out_dir: Path,

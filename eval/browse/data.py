@@ -13,7 +13,8 @@ from bench.format import Benchmark, Sample
 from eval.circular import rotate_sample
 from eval.errors import DATA, USAGE, EvalInputError
 from eval.inputs import resolve_benchmark
-from eval.predictions import MANIFEST, PREDICTIONS, file_sha256, read_manifest, read_predictions
+from eval.manifest import MANIFEST, file_sha256, read_manifest
+from eval.predictions import PREDICTIONS, read_predictions
 from eval.settings import setting_sort_key
 from eval.summary import SUMMARY, read_summary
 from eval.taxonomy import error_type
