@@ -22,7 +22,7 @@ from eval.errors import DATA, USAGE, EvalInputError
 from eval.harness_files import READERS, HarnessAnswer, HarnessFileError
 from eval.inputs import resolve_benchmark, resolve_settings
 from eval.parser import parse_answer
-from eval.manifest import MANIFEST, file_sha256, read_manifest
+from eval.manifest import MANIFEST, file_sha256, read_manifest, update_manifest
 from eval.predictions import PredictionWriter
 from eval.prompt import template_fingerprint
 from eval.runner import PlannedQuery, build_request, finish_run, make_record, plan_run
@@ -122,7 +122,8 @@ def import_harness(harness: str, files: list[str | Path], bench: str | Path, out
               file=sys.stderr)
     try:
         with staged_dir(out, overwrite=True) as tmp:
-            with PredictionWriter(tmp, manifest) as writer:
+            update_manifest(tmp, lambda m: m.update(manifest))
+            with PredictionWriter(tmp) as writer:
                 writer.append(records)
             summary = finish_run(tmp, answered, manifest, names, None, protocol, n_boot, None, None, plots)
     except OutDirError as err:
