@@ -212,6 +212,10 @@ class GroundTruthCache(FeatureCache):
         self._configs: dict[Path, Any] = {}
         self._recent: dict[tuple, dict] = {}  # the last scenes built: one may straddle two chunks
 
+    def expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The ground-truth map's shapes (the cache's shape check; no tower to run)."""
+        return {"patch_tokens": (self.grid * self.grid, WIDTH), "pooled": (WIDTH,)}
+
     def synth_config(self, split_root: Path):
         """The generator config stored in a split's benchmark.json."""
         if split_root not in self._configs:
