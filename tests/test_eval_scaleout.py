@@ -34,7 +34,7 @@ def _lines(out: Path) -> list[dict]:
 # ---- the request pool ---------------------------------------------------------------------
 
 def test_concurrency_is_independent_of_the_batch_size(tiny_bench, tmp_path, endpoint):
-    server = endpoint(delay=0.2)
+    server = endpoint(delay=1.0)  # long enough that all 16 workers overlap even on a loaded machine
     s = evaluate(tiny_bench, "openai", tmp_path / "o", batch_size=8, model_args=_openai(server, concurrency=16),
                  **FAST)
     assert server.peak_in_flight == 16  # not 8, the batch size
