@@ -101,7 +101,7 @@ def export_lmms_eval(path: str | Path, out: str | Path, cfg: ExportConfig | None
     """
     from bench.outdir import staged_dir
     from eval.manifest import file_sha256
-    from eval.settings import setting_sort_key
+    from bench.protocol import setting_sort_key
     cfg = cfg or ExportConfig()
     bench = _one_benchmark(path)
     out = Path(out)

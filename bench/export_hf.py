@@ -126,7 +126,7 @@ def view_role(sample: Sample, view_id: str) -> str:
 def query_rows(bench: Benchmark, cfg: ExportConfig, bench_sha256: str) -> Iterator[dict]:
     """One ``queries`` row per planned query, in the evaluator's plan order (keys match its runs)."""
     from eval.runner import build_request, plan_run
-    from eval.settings import ProtocolConfig, parse_settings
+    from bench.protocol import ProtocolConfig, parse_settings
     protocol = ProtocolConfig(max_extra=dict(cfg.max_extra), minus_one=cfg.minus_one)
     for pq in plan_run(bench, parse_settings(cfg.settings), protocol, cfg.seed, circular=False):
         request = build_request(bench, pq)

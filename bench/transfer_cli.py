@@ -21,7 +21,7 @@ def _protocol_args(p: argparse.ArgumentParser) -> None:
 
 def _config(args: argparse.Namespace):
     from bench.export_hf import ExportConfig
-    from eval.settings import ProtocolConfig, check_settings, parse_settings
+    from bench.protocol import ProtocolConfig, check_settings, parse_settings
     settings = parse_settings(args.settings) if args.settings else None
     cfg = ExportConfig(name=getattr(args, "name", None) or "", license=getattr(args, "license", "apache-2.0"),
                        settings=settings, seed=args.seed,

@@ -78,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from eval.inputs import parse_model_args
     from eval.plan import launcher_shard
     from eval.runner import evaluate
-    from eval.settings import ProtocolConfig
+    from bench.protocol import ProtocolConfig
 
     model_args, problems = parse_model_args(args.model_arg)
     shard = args.shard

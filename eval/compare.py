@@ -12,13 +12,13 @@ import io
 import json
 from pathlib import Path
 
+from bench.protocol import setting_sort_key
 from eval.bootstrap import DEFAULT_N_BOOT, cluster_sums, cluster_weights, paired_p_value, percentile_ci, replicate_means
 from eval.errors import DATA, EvalInputError
-from eval.metrics import OVERALL, Unit, decay_and_gap, score_units, unit_cells
 from eval.manifest import MANIFEST, read_manifest
+from eval.metrics import OVERALL, Unit, decay_and_gap, score_units, unit_cells
 from eval.predictions import read_predictions
 from eval.report import _table, fmt, render_cvbench_table, render_ssmn_table
-from eval.settings import setting_sort_key
 from eval.summary import SUMMARY, read_summary
 
 PRIMARY = ("ag", OVERALL, "all")

@@ -8,7 +8,7 @@ from pathlib import Path
 def cmd_import(args: argparse.Namespace) -> int:
     from eval.import_harness import import_harness
     from eval.report import render_ssmn_table
-    from eval.settings import ProtocolConfig
+    from bench.protocol import ProtocolConfig
     protocol = ProtocolConfig(max_extra={"SVS": args.max_extra_svs, "MVN": args.max_extra_mvn}, minus_one=args.minus_one)
     summary = import_harness(args.harness, args.files, args.bench, args.out, model=args.model, settings=args.settings,
                              seed=args.seed, protocol=protocol, n_boot=args.n_boot, plots=not args.no_plots,

@@ -13,10 +13,10 @@ import yaml
 
 from bench.config import ConfigError
 from bench.format import Benchmark, BenchmarkError, load_benchmark
+from bench.protocol import ProtocolConfig, check_settings, parse_settings
 from eval.adapters.base import ModelAdapter
 from eval.adapters.registry import build_model
 from eval.errors import RunError
-from eval.settings import ProtocolConfig, check_settings, parse_settings
 from eval.summary import SUMMARY
 
 AXIS_KEYS = ("spatial", "temporal", "overall")

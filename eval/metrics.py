@@ -12,7 +12,7 @@ dropped view). Accuracy of a group is the mean score of its (sample, setting) un
   ``acc[+0][T] - acc[+k][T]``; ``delta_dis`` = mean over the subsets that have one.
 - ``necessity_gap`` = ``acc[+0][MVN] - acc[-1][MVN]``.
 - ``by_task`` and ``by_axis_granularity`` use each sample's primary setting
-  (``all`` for samples with no subset, ``+0`` otherwise; see eval/settings.py).
+  (``all`` for samples with no subset, ``+0`` otherwise; see bench/protocol.py).
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.protocol import setting_sort_key
 from eval.bootstrap import cluster_sums, cluster_weights, percentile_ci, replicate_means
-from eval.settings import setting_sort_key
 
 OVERALL = "overall"
 SUBSET_ORDER = ("SVS", "MVN", "no_subset", OVERALL)

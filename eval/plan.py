@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.format import Benchmark, Sample
+from bench.protocol import ProtocolConfig, Query, plan_queries
 from eval.adapters.base import Request, RequestView
 from eval.circular import n_rotations, rotate_sample
 from eval.prompt import build_prompt
-from eval.settings import ProtocolConfig, Query, plan_queries
 
 
 @dataclass(frozen=True)

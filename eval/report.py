@@ -8,7 +8,7 @@ Every number is in points (0-100); "–" marks a cell the run has no samples for
 """
 from __future__ import annotations
 
-from eval.settings import setting_sort_key
+from bench.protocol import setting_sort_key
 
 DASH = "–"
 

@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from bench.atomic import atomic_write_text
 from bench.format import Benchmark
+from bench.protocol import ProtocolConfig
 from bench.provenance import utc_now
 from eval.adapters.base import ModelAdapter
 from eval.answering import answer_queries, make_record  # noqa: F401  (make_record: public API)
@@ -32,7 +33,6 @@ from eval.plan import PlannedQuery, build_request, parse_shard, plan_run, query_
 from eval.predictions import PredictionWriter, merge_shards, read_predictions
 from eval.prompt import template_fingerprint
 from eval.runlock import RunLock
-from eval.settings import ProtocolConfig
 from eval.summary import summarize, write_summary
 
 

@@ -16,7 +16,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from bench.format import Benchmark, load_benchmark
-from eval.settings import ProtocolConfig, plan_queries
+from bench.protocol import ProtocolConfig, plan_queries
 from training.config import TrainConfig
 from training.data import BucketBatchSampler, ViewSet, ViewSetDataset, collate, frame_count
 from training.features import FeatureCache, FeatureTable

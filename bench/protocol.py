@@ -1,6 +1,8 @@
 """View settings: which views a model sees for one sample, in which order.
 
-Settings (DESIGN.md section 4):
+The protocol is part of the benchmark's definition, so it lives in bench/ (it needs only
+bench.format): the evaluator, the trainer's validation and the harness exports all plan their
+queries here. Settings (DESIGN.md section 4):
 
 - ``+0``  V_GT only. Applies to samples with a subset (SVS and MVN).
 - ``+k``  V_GT plus the first k views of ``extra_views``; k <= ``max_extra[subset]``
@@ -21,17 +23,17 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from bench.constants import K_T, NO_SUBSET
 from bench.format import Sample
 
 ALL_SETTINGS = ("+0", "+1", "+2", "+3", "-1", "all")  # the default run: everything that applies
 _PLUS = re.compile(r"^\+(\d+)$")
-NO_SUBSET = "no_subset"  # subset key of samples without an SSMN subset
 
 
 @dataclass(frozen=True)
 class ProtocolConfig:
     """How settings map to views; stored in the run manifest (changing it is a new run)."""
-    max_extra: dict[str, int] = field(default_factory=lambda: {"SVS": 3, "MVN": 2})  # K_T per subset
+    max_extra: dict[str, int] = field(default_factory=lambda: dict(K_T))  # K_T per subset
     minus_one: str = "each"  # "each": drop every gt view in turn, averaged; "seeded": one choice
 
     def to_dict(self) -> dict:
