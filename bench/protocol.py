@@ -55,6 +55,12 @@ def stable_hash(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
 
 
+def query_key(sample_id: str, setting: str, variant: str = "", rotation: int = 0) -> str:
+    """The key of one query under one option rotation: a line of predictions.jsonl, a row of
+    the harness exports (``"<sample>|<setting>|<variant>|r<rotation>"``)."""
+    return f"{sample_id}|{setting}|{variant}|r{rotation}"
+
+
 def seeded_order(view_ids: list[str], seed: int, sample_id: str, setting: str, variant: str = "") -> tuple[str, ...]:
     """A seeded permutation of ``view_ids``: sort by a per-view sha256 key."""
     return tuple(sorted(view_ids, key=lambda v: (stable_hash(seed, sample_id, setting, variant, v), v)))

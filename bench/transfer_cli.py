@@ -9,13 +9,15 @@ import sys
 
 
 def _protocol_args(p: argparse.ArgumentParser) -> None:
+    from bench.protocol import ProtocolConfig
+    protocol = ProtocolConfig()
     p.add_argument("--settings", default=None,
                    help="comma list of +0,+1,+2,+3,-1,all (default: all that apply); write --settings=-1,+0 "
                         "when the list starts with -1")
     p.add_argument("--seed", type=int, default=0, help="view-order seed, as `python -m eval run --seed`")
-    p.add_argument("--max-extra-svs", type=int, default=3)
-    p.add_argument("--max-extra-mvn", type=int, default=2)
-    p.add_argument("--minus-one", choices=("each", "seeded"), default="each")
+    p.add_argument("--max-extra-svs", type=int, default=protocol.max_extra["SVS"])
+    p.add_argument("--max-extra-mvn", type=int, default=protocol.max_extra["MVN"])
+    p.add_argument("--minus-one", choices=("each", "seeded"), default=protocol.minus_one)
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 

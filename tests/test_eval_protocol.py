@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bench.format import Frame, Sample, View, load_benchmark
+from bench.prompt import build_extract_prompt, build_prompt
 from bench.protocol import ProtocolConfig, check_settings, plan_queries, primary_setting, seeded_order, view_sets
 from eval.circular import n_rotations, rotate_sample
-from eval.prompt import build_extract_prompt, build_prompt
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "eval_prompt.txt"
 
