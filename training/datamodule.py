@@ -17,17 +17,12 @@ from torch.utils.data import DataLoader
 
 from bench.format import Benchmark, load_benchmark
 from bench.protocol import ProtocolConfig, plan_queries
+from inputs.features import FeatureCache, FeatureTable
+from inputs.items import ViewSet, collate, frame_count, split_images
 from training.config import TrainConfig
-from training.data import BucketBatchSampler, ViewSet, ViewSetDataset, collate, frame_count
-from training.features import FeatureCache, FeatureTable
+from training.data import BucketBatchSampler, ViewSetDataset
 
 SPLITS = ("train", "val", "test")
-
-
-def split_images(bench: Benchmark) -> list[Path]:
-    """Every image path of a split (duplicates included; the cache deduplicates)."""
-    return [bench.root / f.image for s in bench.samples for v in s.views for f in v.frames]
-
 
 def ensure_benchmark(cfg: TrainConfig) -> Path:
     """The benchmark folder; generated from ``data.generate_config`` when a split is missing."""
@@ -50,7 +45,7 @@ def protocol_view_sets(bench: Benchmark, settings: list[str], seed: int) -> list
     out = []
     for sample in bench.samples:
         for query in plan_queries(sample, settings, ProtocolConfig(), seed):
-            out.append(ViewSet(index[sample.id], query.view_ids, query.setting))
+            out.append(ViewSet(index[sample.id], query.view_ids, query.setting, variant=query.variant))
     return out
 
 
@@ -81,7 +76,7 @@ class CrossViewDataModule(L.LightningDataModule):
     Args:
         cfg: the run config.
         cache: the feature cache (built from the run's backbone).
-        tokenizer: training.text tokenizer with ``encode`` and ``pad_id``.
+        tokenizer: inputs.text tokenizer with ``encode`` and ``pad_id``.
     """
 
     def __init__(self, cfg: TrainConfig, cache: FeatureCache, tokenizer):

@@ -14,7 +14,7 @@ from training.losses import CrossViewCriterion
 
 
 class CrossViewModule(L.LightningModule):
-    """Trains ``model.CrossViewModel`` on view-set batches (training/data.py).
+    """Trains ``model.CrossViewModel`` on view-set batches (inputs/items.py, training/data.py).
 
     Args:
         config: the resolved TrainConfig as a plain dict; saved in every checkpoint
