@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
 
 from bench.constants import K_T, NO_SUBSET
 from bench.format import Sample
@@ -143,3 +147,35 @@ def setting_sort_key(name: str) -> tuple[int, int]:
     if m:
         return (0, int(m.group(1)))
     return (1, 0) if name == "-1" else (2, 0)
+
+
+# ---------------------------------------------------------------- scoring units
+
+
+def unit_scores(lines: Iterable[tuple[str, str, str, bool]]) -> dict[tuple[str, str], float]:
+    """The scoring units of a run: ``(sample_id, setting, variant, correct)`` lines -> the score
+    in [0, 1] of every (sample, setting).
+
+    A (sample, setting, variant) is right when every line of it is (one line per option
+    rotation under circular evaluation); a (sample, setting) scores the mean over its variants
+    (``-1`` with ``minus_one="each"`` has one per dropped view), so every sample counts once in
+    a setting however many views it can drop. The evaluator's tables (eval/metrics.py) and the
+    trainer's validation accuracy (training/module.py) both score through this function.
+    """
+    variants: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+    for sample_id, setting, variant, correct in lines:
+        variants[(sample_id, setting, variant)].append(bool(correct))
+    per_unit: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for (sample_id, setting, _), flags in variants.items():
+        per_unit[(sample_id, setting)].append(1.0 if all(flags) else 0.0)
+    return {key: float(np.mean(scores)) for key, scores in per_unit.items()}
+
+
+def accuracy_by_setting(scores: dict[tuple[str, str], float]) -> dict[str, float]:
+    """Accuracy in points (0-100) per setting: the mean score of its units, over every subset
+    (the evaluator's ``acc[setting]["overall"]``)."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for (_, setting), score in scores.items():
+        totals[setting][0] += score
+        totals[setting][1] += 1
+    return {setting: 100.0 * total / n for setting, (total, n) in totals.items()}

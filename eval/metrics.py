@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.protocol import setting_sort_key
+from bench.protocol import setting_sort_key, unit_scores
 from eval.bootstrap import cluster_sums, cluster_weights, percentile_ci, replicate_means
 
 OVERALL = "overall"
@@ -45,19 +45,16 @@ class Unit:
 
 
 def score_units(records: list[dict]) -> list[Unit]:
-    """Collapse prediction lines into (sample, setting) units (rotations: all; variants: mean)."""
-    variants: dict[tuple, list[bool]] = defaultdict(list)
+    """Collapse prediction lines into (sample, setting) units (rotations: all; variants: mean;
+    bench.protocol.unit_scores)."""
     first: dict[tuple, dict] = {}
     for r in records:
-        variants[(r["sample_id"], r["setting"], r.get("variant", ""))].append(bool(r.get("correct")))
         first.setdefault((r["sample_id"], r["setting"]), r)
-    per_unit: dict[tuple, list[float]] = defaultdict(list)
-    for (sid, setting, _), flags in variants.items():
-        per_unit[(sid, setting)].append(1.0 if all(flags) else 0.0)
+    scores = unit_scores((r["sample_id"], r["setting"], r.get("variant", ""), bool(r.get("correct"))) for r in records)
     units = []
-    for key, scores in per_unit.items():
+    for key, score in scores.items():
         r = first[key]
-        units.append(Unit(sample_id=key[0], setting=key[1], score=float(np.mean(scores)), cluster=r["cluster"],
+        units.append(Unit(sample_id=key[0], setting=key[1], score=score, cluster=r["cluster"],
                           subset=r["subset"], task=r["task"], axis=r.get("axis"), granularity=r.get("granularity"),
                           n_options=int(r["n_options"]), n_rotations=int(r.get("n_rotations", 1)),
                           primary=bool(r.get("primary"))))
