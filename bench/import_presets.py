@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bench.validate import LETTERS
+from bench.constants import LETTERS
 
 FIELDS = ("id", "task", "question", "options", "answer", "images", "scene", "subset", "axis", "granularity")
 LETTER_COLUMNS = ("A", "B", "C", "D", "E", "F", "G", "H")

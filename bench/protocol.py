@@ -19,6 +19,7 @@ setting, variant) through sha256, so a model cannot learn "the answer view comes
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import re
 from collections import defaultdict
@@ -27,7 +28,7 @@ from typing import Iterable
 
 import numpy as np
 
-from bench.constants import K_T, NO_SUBSET
+from bench.constants import K_T, NO_SUBSET, SUBSETS
 from bench.format import Sample
 
 ALL_SETTINGS = ("+0", "+1", "+2", "+3", "-1", "all")  # the default run: everything that applies
@@ -42,6 +43,26 @@ class ProtocolConfig:
 
     def to_dict(self) -> dict:
         return {"max_extra": dict(self.max_extra), "minus_one": self.minus_one}
+
+
+MINUS_ONE_MODES = ("each", "seeded")
+
+
+def add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--max-extra-svs``, ``--max-extra-mvn`` and ``--minus-one``, defaults from ``ProtocolConfig()``
+    (``python -m eval run``, ``python -m eval import``, ``python -m bench export``)."""
+    default = ProtocolConfig()
+    for subset in SUBSETS:
+        parser.add_argument(f"--max-extra-{subset.lower()}", type=int, default=default.max_extra[subset],
+                            help=f"K_{subset}: largest +k for {subset} samples (default {default.max_extra[subset]})")
+    parser.add_argument("--minus-one", choices=MINUS_ONE_MODES, default=default.minus_one,
+                        help="-1: drop each gt view in turn (averaged) or one seeded choice")
+
+
+def protocol_from_arguments(args: argparse.Namespace) -> ProtocolConfig:
+    """The ProtocolConfig of the flags ``add_protocol_arguments`` added."""
+    return ProtocolConfig(max_extra={s: getattr(args, f"max_extra_{s.lower()}") for s in SUBSETS},
+                          minus_one=args.minus_one)
 
 
 @dataclass(frozen=True)
@@ -91,7 +112,7 @@ def check_settings(names: list[str], protocol: ProtocolConfig) -> list[str]:
                             f"(max_extra {protocol.max_extra})")
     if len(set(names)) != len(names):
         problems.append(f"a setting is listed twice: {','.join(names)}")
-    if protocol.minus_one not in ("each", "seeded"):
+    if protocol.minus_one not in MINUS_ONE_MODES:
         problems.append(f"minus_one must be 'each' or 'seeded', got {protocol.minus_one!r}")
     return problems
 

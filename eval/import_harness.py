@@ -16,11 +16,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench.constants import DEFAULT_N_BOOT
 from bench.prompt import template_fingerprint
 from bench.protocol import ProtocolConfig
 from bench.provenance import file_sha256
 from eval.adapters.base import Response
-from eval.bootstrap import DEFAULT_N_BOOT
 from eval.errors import DATA, USAGE, EvalInputError
 from eval.harness_files import READERS, HarnessAnswer, HarnessFileError
 from eval.inputs import resolve_benchmark, resolve_settings

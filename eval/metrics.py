@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.constants import AXES, GRANULARITIES, NO_SUBSET, OVERALL, SUBSETS
 from bench.protocol import setting_sort_key, unit_scores
 from eval.bootstrap import cluster_sums, cluster_weights, percentile_ci, replicate_means
 
-OVERALL = "overall"
-SUBSET_ORDER = ("SVS", "MVN", "no_subset", OVERALL)
+SUBSET_ORDER = (*SUBSETS, NO_SUBSET, OVERALL)
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def _mean_or_none(values: list) -> float | np.ndarray | None:
 def decay_and_gap(acc: dict[tuple, float | np.ndarray], max_extra: dict[str, int]) -> dict:
     """delta per subset, delta_dis and necessity gap from cell accuracies (floats or replicates)."""
     deltas = {}
-    for subset in ("SVS", "MVN"):
+    for subset in SUBSETS:
         base = acc.get(("acc", "+0", subset))
         diffs = [base - acc[("acc", f"+{k}", subset)] for k in range(1, max_extra.get(subset, 0) + 1)
                  if base is not None and ("acc", f"+{k}", subset) in acc]
@@ -155,7 +155,7 @@ def accuracy_summary(units: list[Unit], max_extra: dict[str, int], n_boot: int, 
 
 
 def _cell_order(cell: tuple) -> tuple:
-    order = {name: i for i, name in enumerate(SUBSET_ORDER + ("spatial", "temporal", "coarse", "fine", "all"))}
+    order = {name: i for i, name in enumerate(SUBSET_ORDER + AXES + GRANULARITIES + ("all",))}
 
     def key(x):
         if x is None:

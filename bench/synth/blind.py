@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 
-from bench.synth.options import NOTA
+from bench.constants import LETTERS, NOTA
 
 DIM = 1 << 18
 _WORD = re.compile(r"[a-z0-9]+")
@@ -34,7 +34,7 @@ def option_features(sample: dict) -> list[np.ndarray]:
     q_words = sorted(set(_WORD.findall(sample["question"].lower())))
     feats = []
     for i, opt in enumerate(sample["options"]):
-        letter = "ABCDEFGHIJ"[i]
+        letter = LETTERS[i]
         o_words = _WORD.findall(opt.lower())
         keys = [f"o:{w}" for w in o_words] + [f"q:{q}|o:{w}" for q in q_words for w in o_words]
         keys += [f"t:{sample['task']}|o:{opt}", f"L:{letter}", f"L:{letter}|t:{sample['task']}", f"o:{opt}"]
@@ -110,7 +110,7 @@ class BlindClassifier:
         return np.array([w[f].sum() for f in feats])
 
     def fit(self, samples: list[dict]) -> "BlindClassifier":
-        data = [(self.features(s), "ABCDEFGHIJ".index(s["answer"])) for s in samples]
+        data = [(self.features(s), LETTERS.index(s["answer"])) for s in samples]
         total = np.zeros(DIM)
         for k in range(self.n_seeds):
             w = np.zeros(DIM)
@@ -129,7 +129,7 @@ class BlindClassifier:
         return self
 
     def predict(self, sample: dict) -> str:
-        return "ABCDEFGHIJ"[int(np.argmax(self._scores(self.features(sample))))]
+        return LETTERS[int(np.argmax(self._scores(self.features(sample))))]
 
     def accuracy(self, samples: list[dict]) -> float:
         if not samples:

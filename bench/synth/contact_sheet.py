@@ -14,6 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
+from bench.constants import LETTERS  # noqa: E402
+
 STRIP_PX = 112  # frame size inside a temporal strip
 
 
@@ -41,7 +43,7 @@ def _text(s: dict) -> str:
     lines = [f"{s['task']}  [{s.get('axis')}, {s['subset']}, {s['granularity']}]", s["id"]]
     lines += textwrap.wrap(s["question"], 58)
     for i, opt in enumerate(s["options"]):
-        letter = "ABCDE"[i]
+        letter = LETTERS[i]
         tag = " <= answer" if letter == s["answer"] else f"  ({s['distractors'].get(letter, '')})"
         lines += textwrap.wrap(f"{letter}. {opt}{tag}", 62)
     for e in s["evidence"][:4]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bench.format import Benchmark, load_benchmark
 from bench.protocol import stable_hash
-from bench.validate import LETTERS
+from bench.constants import LETTERS
 from eval.adapters.base import ModelAdapter, Request, Response
 from eval.adapters.registry import register_model
 

@@ -175,7 +175,7 @@ class BlindLLM(ModelAdapter):
 
     def _score_batch(self, requests: list[Request]) -> list[Response]:
         """Mean log-probability of each "X. option" continuation, one row per (request, option)."""
-        from bench.validate import LETTERS
+        from bench.constants import LETTERS
         rows, owners = [], []
         for qi, r in enumerate(requests):
             prompt_ids = self.tok(self._chat(blind_prompt(r)), add_special_tokens=False)["input_ids"]
