@@ -9,9 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from bench.config import ConfigError
+from bench.config import ConfigError, KeyValueError, parse_key_value
 from bench.constants import AXES, GRANULARITIES, OVERALL, SUBSETS
 from bench.format import Benchmark, BenchmarkError, load_benchmark
 from bench.protocol import ProtocolConfig, check_settings, parse_settings
@@ -28,15 +26,13 @@ def parse_model_args(items: list[str] | None, flag: str = "--model-arg") -> tupl
     """``["k=v", ...]`` -> {k: YAML-parsed v}; problems for items that are not key=value."""
     args, problems = {}, []
     for item in items or []:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            problems.append(f"ERROR {flag} {item!r}: expected key=value")
-            continue
         try:
-            args[key] = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            problems.append(f"ERROR {flag} {item!r}: cannot parse the value")
+            key, value = parse_key_value(item)
+        except KeyValueError as err:
+            why = "cannot parse the value" if err.kind == "value" else "expected key=value"
+            problems.append(f"ERROR {flag} {item!r}: {why}")
+            continue
+        args[key] = value
     return args, problems
 
 
