@@ -31,11 +31,18 @@ def ensure_benchmark(cfg: TrainConfig) -> Path:
         return root
     if not cfg.data.generate_config:
         raise FileNotFoundError(f"{root} lacks a train/val/test split and data.generate_config is empty")
-    from bench.__main__ import main as bench_main
+    from bench.config import load_config
+    from bench.synth.config import SynthConfig
+    from bench.synth.generate import generate
+    synth_cfg = load_config(SynthConfig, cfg.data.generate_config)  # a bad file: ConfigError naming it
     print(f"[train] generating the synthetic benchmark into {root} ({cfg.data.generate_config}) ...", flush=True)
-    status = bench_main(["generate", "--config", cfg.data.generate_config, "--out", str(root)])
-    if status:
-        raise RuntimeError(f"benchmark generation failed with exit code {status}")
+    try:
+        summary = generate(synth_cfg, root)
+    except FileExistsError:  # generate() refuses before writing anything
+        raise FileExistsError(f"{root} exists but lacks a train/val/test split; remove it to generate the benchmark "
+                              f"there, or point data.bench_dir elsewhere") from None
+    print(f"[train] generated {summary['n_questions']} questions, {summary['unique_images']} images "
+          f"in {summary['seconds']} s", flush=True)
     return root
 
 
