@@ -1,14 +1,15 @@
-"""The packages form layers: each imports only the ones below it.
+"""The packages form layers: each imports only the ones below it (README.md, "Layout").
 
-    training ──(final test only: training/run.py)──> eval
-        │                                              │
-        └──────────────> inputs <──────────────────────┘
-                           │
-                 model <───┘      bench (format, protocol, constants) at the bottom
+  training/ ───── training/run.py only: the final test ─────► eval/
+     │                                                          │
+     ▼                                                          │
+  inputs/ ◄─────────────────────────────────────────────────────┘
+     ▼
+  model/, bench/
 
-bench and model import nothing of the others above them; inputs (the model's input pipeline)
-imports neither training, eval nor Lightning; eval imports no training module; training imports
-eval only to run the final test. Every import counts, lazy ones inside functions included.
+bench and model import none of the others; inputs (the model's input pipeline) imports neither
+training, eval nor Lightning; eval imports no training module; training imports eval only to run
+the final test. Every import counts, lazy ones inside functions included.
 """
 from __future__ import annotations
 
