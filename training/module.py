@@ -83,10 +83,12 @@ class CrossViewModule(L.LightningModule):
         # (Lightning's strategy reduce; a no-op in one process), so every rank scores all view
         # sets, not a mean of per-rank accuracies.
         val_set = self.trainer.datamodule.val_set
-        flags = torch.zeros(2, len(val_set), dtype=torch.long, device=self.device)  # rows: right, scored
-        for index, ok in self._val.items():
-            flags[0, index], flags[1, index] = int(ok), 1
-        right, scored = self.trainer.strategy.reduce(flags, reduce_op="sum").tolist()
+        flags = torch.zeros(2, len(val_set), dtype=torch.long)  # rows: right, scored
+        if self._val:
+            index = torch.tensor(list(self._val), dtype=torch.long)
+            flags[0, index] = torch.tensor([int(ok) for ok in self._val.values()], dtype=torch.long)
+            flags[1, index] = 1
+        right, scored = self.trainer.strategy.reduce(flags.to(self.device), reduce_op="sum").tolist()
         accs = validation_accuracy(val_set.view_sets, val_set.bench.samples, right, scored, self.cfg.eval.val_settings)
         for name, value in accs.items():  # equal on every rank already
             self.log(name, value, prog_bar=name == "val/acc", sync_dist=True)
