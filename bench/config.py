@@ -6,6 +6,8 @@ so a typo in a config file or on the command line fails loudly instead of being 
 
 Overrides use dotted paths for nested fields: ``model.fusion.depth=4``. Values are parsed
 as YAML scalars (``true``, ``3``, ``1e-3``, ``[1, 2]``, ``null``) and then type-checked.
+``parse_key_value`` is the project's one ``key=value`` parser (overrides here, the evaluator's
+``--model-arg``, ``bench import hf --map``).
 """
 from __future__ import annotations
 
@@ -22,6 +24,36 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     """A config file or override does not fit its dataclass."""
+
+
+class KeyValueError(ValueError):
+    """An item that is not ``key=value``; ``kind`` says what is wrong: "form" (no ``=``),
+    "key" (an empty key) or "value" (not YAML). The message is meant to follow the item."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def parse_key_value(item: str, parse_value: bool = True) -> tuple[str, Any]:
+    """``"key=value"`` -> (key, value): the key stripped; the value YAML-parsed (an empty value
+    stays ``""``) or, with ``parse_value=False``, the text after the first ``=`` as it is.
+
+    Raises:
+        KeyValueError: no ``=``, an empty key, or a value that is not YAML.
+    """
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep:
+        raise KeyValueError("is not of the form key=value", "form")
+    if not key:
+        raise KeyValueError("has an empty key", "key")
+    if not parse_value:
+        return key, raw
+    try:
+        return key, (yaml.safe_load(raw) if raw != "" else "")
+    except yaml.YAMLError as err:
+        raise KeyValueError(f"cannot parse value: {err}", "value") from None
 
 
 def _is_dataclass_type(tp: Any) -> bool:
@@ -147,16 +179,10 @@ def _set_dotted(data: dict, dotted: str, value: Any) -> None:
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """Apply ``key=value`` strings (YAML-parsed values) to a nested dict, in order."""
     for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} is not of the form key=value")
-        key, raw = item.split("=", 1)
-        key = key.strip()
-        if not key:
-            raise ConfigError(f"override {item!r} has an empty key")
         try:
-            value = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError as err:
-            raise ConfigError(f"override {item!r}: cannot parse value: {err}") from None
+            key, value = parse_key_value(item)
+        except KeyValueError as err:
+            raise ConfigError(f"override {item!r}{':' if err.kind == 'value' else ''} {err}") from None
         _set_dotted(data, key, value)
     return data
 

@@ -28,12 +28,16 @@ from pathlib import Path
 
 import yaml
 
+from bench import prompt
+from bench.constants import LETTERS
 from bench.export_hf import QUERIES, ExportConfig, find_splits, query_rows, queries_features, write_shards
 from bench.format import load_benchmark
+from bench.protocol import setting_sort_key
+from bench.provenance import file_sha256
 
 TEMPLATE = Path(__file__).parent / "templates" / "lmms_eval_utils.py.tmpl"
 LMMS_MARKER = "utils.py"
-TSV_OPTION_COLUMNS = "ABCDEFGHIJ"
+TSV_OPTION_COLUMNS = LETTERS[:10]  # A..J: the option columns VLMEvalKit reads
 
 
 def setting_slug(setting: str) -> str:
@@ -60,9 +64,7 @@ def _yaml_text(doc: dict) -> str:
 
 
 def utils_source(name: str, settings: list[str]) -> str:
-    """utils.py for the tasks: the template with eval/prompt.py's constants filled in."""
-    from bench.validate import LETTERS
-    from eval import prompt
+    """utils.py for the tasks: the template with bench/prompt.py's constants filled in."""
     constants = "\n".join(f"{k} = {v!r}" for k, v in (
         ("IMAGE_TOKEN", prompt.IMAGE_TOKEN), ("LETTERS", LETTERS), ("PROMPT_TEMPLATE", prompt.PROMPT_TEMPLATE),
         ("SCENE_NOTE_ONE", prompt.SCENE_NOTE_ONE), ("SCENE_NOTE_MANY", prompt.SCENE_NOTE_MANY)))
@@ -100,8 +102,6 @@ def export_lmms_eval(path: str | Path, out: str | Path, cfg: ExportConfig | None
         {"tasks": [task names], "group": name, "queries": n, "out": str}
     """
     from bench.outdir import staged_dir
-    from eval.manifest import file_sha256
-    from eval.settings import setting_sort_key
     cfg = cfg or ExportConfig()
     bench = _one_benchmark(path)
     out = Path(out)
@@ -165,7 +165,6 @@ def export_vlmevalkit(path: str | Path, out: str | Path, cfg: ExportConfig | Non
     import os
     import tempfile
     from bench.import_hf import image_format
-    from eval.manifest import file_sha256
     cfg = cfg or ExportConfig()
     bench = _one_benchmark(path)
     out = Path(out)

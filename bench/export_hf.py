@@ -14,8 +14,8 @@ Images keep their original file bytes (no re-encoding). The dataset card (README
 the YAML the Hub reads: configs, features, task categories, license. Nothing is written to
 OUT unless every split was converted (bench/outdir.py).
 
-The queries config needs the protocol and the prompt, which live in eval/ today; they are
-imported inside the functions that need them so that ``bench`` itself imports nothing above it.
+The queries config plans its queries with the protocol (bench/protocol.py) and words them with
+the unified prompt (bench/prompt.py), the same functions the evaluator calls.
 """
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from bench.constants import K_T
 from bench.format import BENCHMARK_FILES, Benchmark, Sample, load_benchmark, sample_to_dict
+from bench.prompt import build_prompt
+from bench.protocol import ProtocolConfig, Query, parse_settings, plan_queries, query_key
 
 SPLIT_ORDER = ("train", "validation", "val", "dev", "test")
 SAMPLES, QUERIES = "samples", "queries"
@@ -40,8 +43,8 @@ class ExportConfig:
     license: str = "apache-2.0"  # the card's license field (an SPDX-like Hub id, or "other")
     settings: list[str] | None = None  # settings of the queries config; None = every one that applies
     seed: int = 0  # view-order seed, as `python -m eval run --seed`
-    max_extra: dict[str, int] = field(default_factory=lambda: {"SVS": 3, "MVN": 2})
-    minus_one: str = "each"
+    max_extra: dict[str, int] = field(default_factory=lambda: dict(K_T))  # K_T per subset
+    minus_one: str = ProtocolConfig().minus_one
     shard_mb: int = DEFAULT_SHARD_MB
 
 
@@ -124,25 +127,30 @@ def view_role(sample: Sample, view_id: str) -> str:
 
 
 def query_rows(bench: Benchmark, cfg: ExportConfig, bench_sha256: str) -> Iterator[dict]:
-    """One ``queries`` row per planned query, in the evaluator's plan order (keys match its runs)."""
-    from eval.runner import build_request, plan_run
-    from eval.settings import ProtocolConfig, parse_settings
+    """One ``queries`` row per planned query, in the evaluator's plan order (keys match its runs
+    without ``--circular``: one rotation, the options as stored)."""
     protocol = ProtocolConfig(max_extra=dict(cfg.max_extra), minus_one=cfg.minus_one)
-    for pq in plan_run(bench, parse_settings(cfg.settings), protocol, cfg.seed, circular=False):
-        request = build_request(bench, pq)
-        sample = pq.sample
-        views = [sample.view(v) for v in pq.query.view_ids]
-        yield {
-            "key": pq.key, "sample_id": sample.id, "setting": pq.query.setting, "variant": pq.query.variant,
-            "task": sample.task, "subset": sample.subset, "axis": sample.axis, "granularity": sample.granularity,
-            "scene": sample.scene, "question": sample.question, "options": list(sample.options),
-            "answer": sample.answer, "distractors_json": json.dumps(sample.distractors),
-            "view_ids": [v.view_id for v in views], "view_roles": [view_role(sample, v.view_id) for v in views],
-            "view_frame_times": [[f.t for f in v.frames] for v in views],
-            "image_views": [v.view_id for v in views for _ in v.frames],
-            "images": [_image(bench, f.image) for v in views for f in v.frames],
-            "prompt": request.prompt, "bench_sha256": bench_sha256, "seed": cfg.seed,
-        }
+    settings = parse_settings(cfg.settings)
+    for sample in bench.samples:
+        for query in plan_queries(sample, settings, protocol, cfg.seed):
+            yield query_row(bench, sample, query, bench_sha256, cfg.seed)
+
+
+def query_row(bench: Benchmark, sample: Sample, query: Query, bench_sha256: str, seed: int) -> dict:
+    """The ``queries`` row of one query (no rotation: the options as stored)."""
+    views = [sample.view(v) for v in query.view_ids]
+    return {
+        "key": query_key(sample.id, query.setting, query.variant), "sample_id": sample.id,
+        "setting": query.setting, "variant": query.variant,
+        "task": sample.task, "subset": sample.subset, "axis": sample.axis, "granularity": sample.granularity,
+        "scene": sample.scene, "question": sample.question, "options": list(sample.options),
+        "answer": sample.answer, "distractors_json": json.dumps(sample.distractors),
+        "view_ids": [v.view_id for v in views], "view_roles": [view_role(sample, v.view_id) for v in views],
+        "view_frame_times": [[f.t for f in v.frames] for v in views],
+        "image_views": [v.view_id for v in views for _ in v.frames],
+        "images": [_image(bench, f.image) for v in views for f in v.frames],
+        "prompt": build_prompt(sample, views), "bench_sha256": bench_sha256, "seed": seed,
+    }
 
 
 # ---------------------------------------------------------------- writing
@@ -201,7 +209,7 @@ def export_hf(path: str | Path, out: str | Path, cfg: ExportConfig | None = None
     """
     from bench.hf_card import write_card
     from bench.outdir import staged_dir
-    from eval.manifest import file_sha256
+    from bench.provenance import file_sha256
     cfg = cfg or ExportConfig()
     splits = find_splits(path)
     benches = [(name, load_benchmark(folder)) for name, folder in splits]

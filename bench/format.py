@@ -15,12 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.validate import LETTERS, Problem, SampleChecker
+from bench.constants import LETTERS, NOTA
+from bench.validate import Problem, SampleChecker
 
-NOTA = "None of the above"
-SUBSETS = ("SVS", "MVN")
-AXES = ("spatial", "temporal")
-GRANULARITIES = ("coarse", "fine")
 BENCHMARK_FILES = ("benchmark.json", "benchmark.jsonl")
 
 

@@ -27,10 +27,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bench.validate import LETTERS
+from bench.config import KeyValueError, parse_key_value
+from bench.constants import LETTERS
 
 FIELDS = ("id", "task", "question", "options", "answer", "images", "scene", "subset", "axis", "granularity")
-LETTER_COLUMNS = ("A", "B", "C", "D", "E", "F", "G", "H")
+LETTER_COLUMNS = tuple(LETTERS[:8])  # option columns A..H
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,12 @@ def parse_map(items: list[str]) -> tuple[dict[str, str], list[str]]:
     """``["task=category", "images=img_a,img_b"]`` -> {field: column(s)}; problems for bad items."""
     out, problems = {}, []
     for item in items or []:
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key or not value:
+        try:
+            key, value = parse_key_value(item, parse_value=False)
+        except KeyValueError:
+            key, value = "", ""
+        value = value.strip()
+        if not key or not value:
             problems.append(f"ERROR --map {item!r}: expected field=column")
         elif key not in FIELDS:
             problems.append(f"ERROR --map {item!r}: unknown field {key!r}; one of {', '.join(FIELDS)}")

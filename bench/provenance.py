@@ -1,11 +1,13 @@
-"""Where a result came from: time, code version, package versions, host.
+"""Where a result came from: time, code version, package versions, host, file fingerprints.
 
 Shared by the evaluator's run.json and the training run folder (bench is the package every
 other one may import). Nothing here imports torch or transformers: versions are read from
-the installed distributions' metadata.
+the installed distributions' metadata. ``file_sha256`` is the project's one file hash (the
+benchmark file in run.json, a checkpoint, an exported tower, the feature cache's keys).
 """
 from __future__ import annotations
 
+import hashlib
 import platform
 import socket
 import subprocess
@@ -16,6 +18,15 @@ from pathlib import Path
 PACKAGES = {"torch": "torch", "transformers": "transformers", "open_clip": "open_clip_torch",
             "lightning": "lightning", "crossview-baseline": "crossview-baseline"}
 CODE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 (hex) of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def utc_now() -> str:

@@ -9,25 +9,24 @@ import sys
 
 
 def _protocol_args(p: argparse.ArgumentParser) -> None:
+    from bench.protocol import add_protocol_arguments
     p.add_argument("--settings", default=None,
                    help="comma list of +0,+1,+2,+3,-1,all (default: all that apply); write --settings=-1,+0 "
                         "when the list starts with -1")
     p.add_argument("--seed", type=int, default=0, help="view-order seed, as `python -m eval run --seed`")
-    p.add_argument("--max-extra-svs", type=int, default=3)
-    p.add_argument("--max-extra-mvn", type=int, default=2)
-    p.add_argument("--minus-one", choices=("each", "seeded"), default="each")
+    add_protocol_arguments(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
 def _config(args: argparse.Namespace):
     from bench.export_hf import ExportConfig
-    from eval.settings import ProtocolConfig, check_settings, parse_settings
+    from bench.protocol import check_settings, parse_settings, protocol_from_arguments
     settings = parse_settings(args.settings) if args.settings else None
+    protocol = protocol_from_arguments(args)
     cfg = ExportConfig(name=getattr(args, "name", None) or "", license=getattr(args, "license", "apache-2.0"),
-                       settings=settings, seed=args.seed,
-                       max_extra={"SVS": args.max_extra_svs, "MVN": args.max_extra_mvn}, minus_one=args.minus_one,
+                       settings=settings, seed=args.seed, max_extra=protocol.max_extra, minus_one=protocol.minus_one,
                        shard_mb=getattr(args, "shard_mb", None) or ExportConfig().shard_mb)
-    problems = check_settings(parse_settings(args.settings), ProtocolConfig(cfg.max_extra, cfg.minus_one))
+    problems = check_settings(parse_settings(args.settings), protocol)
     return cfg, [f"ERROR --settings: {p}" for p in problems]
 
 

@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.constants import AXES, GRANULARITIES, LETTERS, NOTA as NOTA_TEXT, SUBSETS
 from bench.images import ImageInfo, inspect_images
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-NOTA = "none of the above"
+NOTA = NOTA_TEXT.lower()
 SAMPLE_KEYS = {
     "id", "task", "subset", "axis", "granularity", "scene", "views", "gt_views", "extra_views",
     "question", "options", "answer", "distractors", "evidence", "marks", "meta",
 }
 REQUIRED_KEYS = ("id", "task", "question", "options", "answer", "views", "gt_views")
-ENUMS = {"subset": ("SVS", "MVN"), "axis": ("spatial", "temporal"), "granularity": ("coarse", "fine")}
+ENUMS = {"subset": SUBSETS, "axis": AXES, "granularity": GRANULARITIES}
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from bench.atomic import atomic_write_text
+from bench.constants import DEFAULT_N_BOOT
+from bench.protocol import add_protocol_arguments
 from eval.errors import DATA, EvalInputError, RunError, describe_failure
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -32,11 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--batch-size", type=int, default=8, help="requests per model call and per flush")
     run.add_argument("--fallback", default=None, help="adapter that maps unreadable answers to a letter")
     run.add_argument("--fallback-arg", action="append", default=[], metavar="K=V")
-    run.add_argument("--max-extra-svs", type=int, default=3, help="K_SVS: largest +k for SVS samples")
-    run.add_argument("--max-extra-mvn", type=int, default=2, help="K_MVN: largest +k for MVN samples")
-    run.add_argument("--minus-one", choices=("each", "seeded"), default="each",
-                     help="-1: drop each gt view in turn (averaged) or one seeded choice")
-    run.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for the 95%% intervals")
+    add_protocol_arguments(run)
+    run.add_argument("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates for the 95%% intervals")
     run.add_argument("--blind-run", default=None, help="folder of an earlier text-only run: the Blind row")
     run.add_argument("--human-json", default=None, help='human accuracies {"spatial": {"coarse": 91.0, ...}}')
     run.add_argument("--shard", default=None, metavar="R/N",
@@ -59,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="of the printed / written output")
     cmp.add_argument("--plot", default=None, metavar="PNG",
                      help="also draw every run's accuracy against extra views (SVS and MVN panels) here")
-    cmp.add_argument("--n-boot", type=int, default=1000)
+    cmp.add_argument("--n-boot", type=int, default=DEFAULT_N_BOOT)
     cmp.add_argument("--seed", type=int, default=0)
 
     rep = sub.add_parser("report", help="re-render report.md and the plots of a run from its summary.json",
@@ -75,18 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from bench.protocol import protocol_from_arguments
     from eval.inputs import parse_model_args
     from eval.plan import launcher_shard
     from eval.runner import evaluate
-    from eval.settings import ProtocolConfig
 
     model_args, problems = parse_model_args(args.model_arg)
     shard = args.shard
     if shard is None and launcher_shard() is not None:  # torchrun / accelerate launch: one shard per process
         shard = "{}/{}".format(*launcher_shard())
     fallback_args, more = parse_model_args(args.fallback_arg, flag="--fallback-arg")
-    protocol = ProtocolConfig(max_extra={"SVS": args.max_extra_svs, "MVN": args.max_extra_mvn},
-                              minus_one=args.minus_one)
+    protocol = protocol_from_arguments(args)
     summary = evaluate(args.bench, args.model, args.out, settings=args.settings, seed=args.seed,
                        circular=args.circular, limit=args.limit, batch_size=args.batch_size,
                        model_args=model_args, protocol=protocol, fallback=args.fallback,

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Callable
 
 from bench.format import Benchmark
+from bench.prompt import build_extract_prompt
+from bench.protocol import primary_setting, subset_key
 from eval.adapters.base import ModelAdapter, Request, Response
 from eval.manifest import PlanImages
 from eval.parser import FAILED, ParseResult, parse_answer, parse_scores
 from eval.plan import PlannedQuery, build_request
 from eval.predictions import PredictionWriter
-from eval.prompt import build_extract_prompt
-from eval.settings import primary_setting, subset_key
 
 
 def read_response(request: Request, response: Response) -> ParseResult:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-DEFAULT_N_BOOT = 1000
 ALPHA = 0.05  # 95 % intervals
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from bench.format import Sample
-from bench.validate import LETTERS
+from bench.constants import LETTERS
 
 
 def n_rotations(sample: Sample, circular: bool) -> int:

@@ -12,13 +12,14 @@ import io
 import json
 from pathlib import Path
 
-from eval.bootstrap import DEFAULT_N_BOOT, cluster_sums, cluster_weights, paired_p_value, percentile_ci, replicate_means
+from bench.constants import DEFAULT_N_BOOT, K_T, OVERALL
+from bench.protocol import setting_sort_key
+from eval.bootstrap import cluster_sums, cluster_weights, paired_p_value, percentile_ci, replicate_means
 from eval.errors import DATA, EvalInputError
-from eval.metrics import OVERALL, Unit, decay_and_gap, score_units, unit_cells
 from eval.manifest import MANIFEST, read_manifest
+from eval.metrics import Unit, decay_and_gap, score_units, unit_cells
 from eval.predictions import read_predictions
 from eval.report import _table, fmt, render_cvbench_table, render_ssmn_table
-from eval.settings import setting_sort_key
 from eval.summary import SUMMARY, read_summary
 
 PRIMARY = ("ag", OVERALL, "all")
@@ -131,7 +132,7 @@ def compare_runs(out_dirs: list[str | Path], n_boot: int = DEFAULT_N_BOOT, seed:
     names = labels if labels and len(labels) == len(runs) else [run_label(m, d) for d, m, _, _ in runs]
     rows = [(name, s) for name, (_, _, s, _) in zip(names, runs)]
     ref_sum, ref_recs = runs[0][2], runs[0][3]
-    max_extra = ref_sum.get("run", {}).get("protocol", {}).get("max_extra", {"SVS": 3, "MVN": 2})
+    max_extra = ref_sum.get("run", {}).get("protocol", {}).get("max_extra", dict(K_T))
     ref_units = score_units(ref_recs)
     paired = [(label, paired_compare(ref_units, score_units(recs), max_extra, n_boot, seed))
               for (_, _, _, recs), (label, _) in zip(runs[1:], rows[1:])]

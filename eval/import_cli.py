@@ -4,12 +4,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench.constants import DEFAULT_N_BOOT
+from bench.protocol import add_protocol_arguments
+
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from bench.protocol import protocol_from_arguments
     from eval.import_harness import import_harness
     from eval.report import render_ssmn_table
-    from eval.settings import ProtocolConfig
-    protocol = ProtocolConfig(max_extra={"SVS": args.max_extra_svs, "MVN": args.max_extra_mvn}, minus_one=args.minus_one)
+    protocol = protocol_from_arguments(args)
     summary = import_harness(args.harness, args.files, args.bench, args.out, model=args.model, settings=args.settings,
                              seed=args.seed, protocol=protocol, n_boot=args.n_boot, plots=not args.no_plots,
                              overwrite=args.overwrite)
@@ -28,10 +31,8 @@ def add_import_parser(subparsers) -> None:
     imp.add_argument("--model", default=None, help="model name of the run (default: harness:file stem)")
     imp.add_argument("--settings", default=None, help="as given to `bench export` (default: all that apply)")
     imp.add_argument("--seed", type=int, default=0, help="as given to `bench export`")
-    imp.add_argument("--max-extra-svs", type=int, default=3)
-    imp.add_argument("--max-extra-mvn", type=int, default=2)
-    imp.add_argument("--minus-one", choices=("each", "seeded"), default="each")
-    imp.add_argument("--n-boot", type=int, default=1000)
+    add_protocol_arguments(imp)
+    imp.add_argument("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates for the 95%% intervals")
     imp.add_argument("--no-plots", action="store_true")
     imp.add_argument("--overwrite", action="store_true", help="replace a non-empty --out that is not an import")
     imp.set_defaults(func=cmd_import)

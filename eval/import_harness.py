@@ -16,17 +16,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench.constants import DEFAULT_N_BOOT
+from bench.prompt import template_fingerprint
+from bench.protocol import ProtocolConfig
+from bench.provenance import file_sha256
 from eval.adapters.base import Response
-from eval.bootstrap import DEFAULT_N_BOOT
 from eval.errors import DATA, USAGE, EvalInputError
 from eval.harness_files import READERS, HarnessAnswer, HarnessFileError
 from eval.inputs import resolve_benchmark, resolve_settings
+from eval.manifest import MANIFEST, read_manifest, update_manifest
 from eval.parser import parse_answer
-from eval.manifest import MANIFEST, file_sha256, read_manifest, update_manifest
 from eval.predictions import PredictionWriter
-from eval.prompt import template_fingerprint
 from eval.runner import PlannedQuery, build_request, finish_run, make_record, plan_run
-from eval.settings import ProtocolConfig
 
 
 def match_answers(answers: list[HarnessAnswer], planned: list[PlannedQuery]) -> tuple[dict[str, HarnessAnswer], list[str]]:

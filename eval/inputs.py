@@ -9,33 +9,30 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from bench.config import ConfigError
+from bench.config import ConfigError, KeyValueError, parse_key_value
+from bench.constants import AXES, GRANULARITIES, OVERALL, SUBSETS
 from bench.format import Benchmark, BenchmarkError, load_benchmark
+from bench.protocol import ProtocolConfig, check_settings, parse_settings
 from eval.adapters.base import ModelAdapter
 from eval.adapters.registry import build_model
 from eval.errors import RunError
-from eval.settings import ProtocolConfig, check_settings, parse_settings
 from eval.summary import SUMMARY
 
-AXIS_KEYS = ("spatial", "temporal", "overall")
-GRANULARITY_KEYS = ("coarse", "fine", "all")
+AXIS_KEYS = (*AXES, OVERALL)
+GRANULARITY_KEYS = (*GRANULARITIES, "all")
 
 
 def parse_model_args(items: list[str] | None, flag: str = "--model-arg") -> tuple[dict[str, Any], list[str]]:
     """``["k=v", ...]`` -> {k: YAML-parsed v}; problems for items that are not key=value."""
     args, problems = {}, []
     for item in items or []:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            problems.append(f"ERROR {flag} {item!r}: expected key=value")
-            continue
         try:
-            args[key] = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            problems.append(f"ERROR {flag} {item!r}: cannot parse the value")
+            key, value = parse_key_value(item)
+        except KeyValueError as err:
+            why = "cannot parse the value" if err.kind == "value" else "expected key=value"
+            problems.append(f"ERROR {flag} {item!r}: {why}")
+            continue
+        args[key] = value
     return args, problems
 
 
@@ -81,7 +78,7 @@ def check_numbers(limit: int | None, batch_size: int, n_boot: int, max_extra: di
     if not isinstance(n_boot, int) or n_boot < 10:
         problems.append(f"ERROR --n-boot: must be an integer >= 10, got {n_boot!r}")
     for subset, k in max_extra.items():
-        if subset not in ("SVS", "MVN") or not isinstance(k, int) or k < 0:
+        if subset not in SUBSETS or not isinstance(k, int) or k < 0:
             problems.append(f"ERROR max_extra: {subset}={k!r}; expected SVS/MVN and a non-negative integer")
     return problems
 

@@ -35,14 +35,6 @@ MANIFEST_KEYS = IDENTITY_KEYS  # the name earlier versions used
 _LOCK = ".run.json.lock"
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _show(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     return text if len(text) <= 200 else text[:197] + "..."

@@ -12,7 +12,7 @@ dropped view). Accuracy of a group is the mean score of its (sample, setting) un
   ``acc[+0][T] - acc[+k][T]``; ``delta_dis`` = mean over the subsets that have one.
 - ``necessity_gap`` = ``acc[+0][MVN] - acc[-1][MVN]``.
 - ``by_task`` and ``by_axis_granularity`` use each sample's primary setting
-  (``all`` for samples with no subset, ``+0`` otherwise; see eval/settings.py).
+  (``all`` for samples with no subset, ``+0`` otherwise; see bench/protocol.py).
 """
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.constants import AXES, GRANULARITIES, NO_SUBSET, OVERALL, SUBSETS
+from bench.protocol import setting_sort_key, unit_scores
 from eval.bootstrap import cluster_sums, cluster_weights, percentile_ci, replicate_means
-from eval.settings import setting_sort_key
 
-OVERALL = "overall"
-SUBSET_ORDER = ("SVS", "MVN", "no_subset", OVERALL)
+SUBSET_ORDER = (*SUBSETS, NO_SUBSET, OVERALL)
 
 
 @dataclass(frozen=True)
@@ -45,19 +45,16 @@ class Unit:
 
 
 def score_units(records: list[dict]) -> list[Unit]:
-    """Collapse prediction lines into (sample, setting) units (rotations: all; variants: mean)."""
-    variants: dict[tuple, list[bool]] = defaultdict(list)
+    """Collapse prediction lines into (sample, setting) units (rotations: all; variants: mean;
+    bench.protocol.unit_scores)."""
     first: dict[tuple, dict] = {}
     for r in records:
-        variants[(r["sample_id"], r["setting"], r.get("variant", ""))].append(bool(r.get("correct")))
         first.setdefault((r["sample_id"], r["setting"]), r)
-    per_unit: dict[tuple, list[float]] = defaultdict(list)
-    for (sid, setting, _), flags in variants.items():
-        per_unit[(sid, setting)].append(1.0 if all(flags) else 0.0)
+    scores = unit_scores((r["sample_id"], r["setting"], r.get("variant", ""), bool(r.get("correct"))) for r in records)
     units = []
-    for key, scores in per_unit.items():
+    for key, score in scores.items():
         r = first[key]
-        units.append(Unit(sample_id=key[0], setting=key[1], score=float(np.mean(scores)), cluster=r["cluster"],
+        units.append(Unit(sample_id=key[0], setting=key[1], score=score, cluster=r["cluster"],
                           subset=r["subset"], task=r["task"], axis=r.get("axis"), granularity=r.get("granularity"),
                           n_options=int(r["n_options"]), n_rotations=int(r.get("n_rotations", 1)),
                           primary=bool(r.get("primary"))))
@@ -93,7 +90,7 @@ def _mean_or_none(values: list) -> float | np.ndarray | None:
 def decay_and_gap(acc: dict[tuple, float | np.ndarray], max_extra: dict[str, int]) -> dict:
     """delta per subset, delta_dis and necessity gap from cell accuracies (floats or replicates)."""
     deltas = {}
-    for subset in ("SVS", "MVN"):
+    for subset in SUBSETS:
         base = acc.get(("acc", "+0", subset))
         diffs = [base - acc[("acc", f"+{k}", subset)] for k in range(1, max_extra.get(subset, 0) + 1)
                  if base is not None and ("acc", f"+{k}", subset) in acc]
@@ -158,7 +155,7 @@ def accuracy_summary(units: list[Unit], max_extra: dict[str, int], n_boot: int, 
 
 
 def _cell_order(cell: tuple) -> tuple:
-    order = {name: i for i, name in enumerate(SUBSET_ORDER + ("spatial", "temporal", "coarse", "fine", "all"))}
+    order = {name: i for i, name in enumerate(SUBSET_ORDER + AXES + GRANULARITIES + ("all",))}
 
     def key(x):
         if x is None:

@@ -38,7 +38,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from bench.validate import LETTERS
+from bench.constants import LETTERS
 from eval.parser_options import Mention, OptionIndex
 from eval.parser_statements import find_statements, joined_as_list, list_letter
 from eval.parser_text import BOILERPLATE, CONCLUSION, EQUAL, HEDGE, OVERRIDE, clean, sentences, words

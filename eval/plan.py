@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.format import Benchmark, Sample
+from bench.prompt import build_prompt
+from bench.protocol import ProtocolConfig, Query, plan_queries, query_key
 from eval.adapters.base import Request, RequestView
 from eval.circular import n_rotations, rotate_sample
-from eval.prompt import build_prompt
-from eval.settings import ProtocolConfig, Query, plan_queries
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,7 @@ def plan_run(bench: Benchmark, settings: list[str], protocol: ProtocolConfig, se
         n_rot = n_rotations(sample, circular)
         for q in plan_queries(sample, settings, protocol, seed):
             for rot in range(n_rot):
-                key = f"{sample.id}|{q.setting}|{q.variant}|r{rot}"
-                planned.append(PlannedQuery(key, sample, q, rot, n_rot))
+                planned.append(PlannedQuery(query_key(sample.id, q.setting, q.variant, rot), sample, q, rot, n_rot))
     return planned
 
 

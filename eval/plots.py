@@ -14,6 +14,7 @@ from pathlib import Path
 import matplotlib
 
 from bench.atomic import atomic_target
+from bench.constants import SUBSETS
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -49,7 +50,7 @@ def plot_acc_vs_extra_views(summary: dict, path: Path, title: str | None = None)
     acc, ci, chance = summary.get("acc", {}), summary.get("acc_ci", {}), summary.get("chance", {})
     fig, ax = plt.subplots(figsize=(5.6, 4.2), dpi=150)
     xs_all = set()
-    for subset in ("SVS", "MVN"):
+    for subset in SUBSETS:
         pts = sorted((x, s) for s in acc if (x := _x_of(s)) is not None and subset in acc[s])
         if not pts:
             continue
@@ -116,7 +117,7 @@ def plot_distraction_curves(rows: list[tuple[str, dict]], path: Path) -> Path:
     """Accuracy against the number of extra views (+k), one line per run, SVS and MVN panels:
     the papers' distraction-decay figure across models (``eval compare --plot``)."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=150, sharey=True)
-    for ax, subset in zip(axes, ("SVS", "MVN")):
+    for ax, subset in zip(axes, SUBSETS):
         ks = set()
         for name, s in rows:
             acc = s.get("acc", {})

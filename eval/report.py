@@ -8,7 +8,8 @@ Every number is in points (0-100); "–" marks a cell the run has no samples for
 """
 from __future__ import annotations
 
-from eval.settings import setting_sort_key
+from bench.constants import AXES, GRANULARITIES, K_T, NO_SUBSET, OVERALL, SUBSETS
+from bench.protocol import setting_sort_key
 
 DASH = "–"
 
@@ -31,9 +32,9 @@ def _table(header: list[str], rows: list[list[str]], align_first_left: bool = Tr
 
 
 def _max_extra(summaries: list[dict]) -> dict[str, int]:
-    out = {"SVS": 0, "MVN": 0}
+    out = {subset: 0 for subset in SUBSETS}
     for s in summaries:
-        for subset, k in s.get("run", {}).get("protocol", {}).get("max_extra", {"SVS": 3, "MVN": 2}).items():
+        for subset, k in s.get("run", {}).get("protocol", {}).get("max_extra", K_T).items():
             out[subset] = max(out.get(subset, 0), k)
     return out
 
@@ -72,9 +73,8 @@ def render_cvbench_table(rows: list[tuple[str, dict]], blind: dict | None = None
         blind: a summary (or {"by_axis_granularity": ...}) of a text-only run, for the Blind row.
         human: {"by_axis_granularity": {axis: {granularity: points}}} for the Human row.
     """
-    cols = [("spatial", "coarse"), ("spatial", "fine"), ("spatial", "all"),
-            ("temporal", "coarse"), ("temporal", "fine"), ("temporal", "all"), ("overall", "all")]
-    header = ["Model"] + [f"{a.capitalize()} {g}" if a != "overall" else "Overall" for a, g in cols]
+    cols = [(a, g) for a in AXES for g in (*GRANULARITIES, "all")] + [(OVERALL, "all")]
+    header = ["Model"] + [f"{a.capitalize()} {g}" if a != OVERALL else "Overall" for a, g in cols]
 
     def row(name: str, table: dict | None) -> list[str]:
         table = table or {}
@@ -94,7 +94,7 @@ def render_cvbench_table(rows: list[tuple[str, dict]], blind: dict | None = None
 def render_ci_table(summary: dict) -> str:
     """Accuracy per setting x subset with its 95 % cluster-bootstrap interval and n."""
     acc, ci, n = summary.get("acc", {}), summary.get("acc_ci", {}), summary.get("acc_n", {})
-    subsets = [s for s in ("SVS", "MVN", "no_subset", "overall") if any(s in acc[x] for x in acc)]
+    subsets = [s for s in (*SUBSETS, NO_SUBSET, OVERALL) if any(s in acc[x] for x in acc)]
     body = []
     for setting in sorted(acc, key=setting_sort_key):
         body.append([setting] + [f"{fmt_ci(acc[setting].get(s), ci.get(setting, {}).get(s))} (n={n[setting][s]})"

@@ -18,21 +18,21 @@ from typing import Any
 from tqdm import tqdm
 
 from bench.atomic import atomic_write_text
+from bench.constants import DEFAULT_N_BOOT
 from bench.format import Benchmark
-from bench.provenance import utc_now
+from bench.prompt import template_fingerprint
+from bench.protocol import ProtocolConfig
+from bench.provenance import file_sha256, utc_now
 from eval.adapters.base import ModelAdapter
 from eval.answering import answer_queries, make_record  # noqa: F401  (make_record: public API)
-from eval.bootstrap import DEFAULT_N_BOOT
 from eval.errors import DATA, USAGE, EvalInputError
 from eval.inputs import (check_numbers, resolve_benchmark, resolve_blind, resolve_human, resolve_model,
                          resolve_settings)
-from eval.manifest import (PlanImages, end_invocation, file_sha256, manifest_conflicts, read_manifest,
-                           start_invocation, update_manifest)
+from eval.manifest import (PlanImages, end_invocation, manifest_conflicts, read_manifest, start_invocation,
+                           update_manifest)
 from eval.plan import PlannedQuery, build_request, parse_shard, plan_run, query_images, shard_plan  # noqa: F401
 from eval.predictions import PredictionWriter, merge_shards, read_predictions
-from eval.prompt import template_fingerprint
 from eval.runlock import RunLock
-from eval.settings import ProtocolConfig
 from eval.summary import summarize, write_summary
 
 

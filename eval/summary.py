@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 
 from bench.atomic import atomic_write_json
-from eval.bootstrap import ALPHA, DEFAULT_N_BOOT
+from bench.constants import DEFAULT_N_BOOT
+from bench.protocol import setting_sort_key
+from eval.bootstrap import ALPHA
 from eval.metrics import accuracy_summary, chance_by_subset, score_units
-from eval.settings import setting_sort_key
 from eval.taxonomy import failure_taxonomy, failure_taxonomy_by_setting, letter_histogram, parse_stats
 
 SUMMARY = "summary.json"

@@ -64,7 +64,7 @@ class EntityTokenizer(nn.Module):
             patch: (B, V, T, P, D) encoded patch tokens (model/view_encoder.py).
             grid: (gh, gw) of the patch grid.
             batch: mark_boxes (B, V, T, M, 4) pixels, mark_label (B, V, T, M), optional
-                mark_role (B, V, T, M) (training/data.py mark_role; absent = 0),
+                mark_role (B, V, T, M) (inputs/items.py mark_role; absent = 0),
                 mark_mask (B, V, T, M), frame/view masks, camera tensors.
             offset: (B, 1, 3) canonical-frame offset.
             label_prior: optional (max_label + 1, D) added to the label embedding (tying

@@ -9,7 +9,7 @@ a one-hop path that learns from a few thousand questions. Mean, not sum: options
 length ("2" vs "None of the above") and a sum would favour short ones. Training applies
 cross-entropy over these scores, so the head is discriminative and no text is parsed.
 Whatever token ids arrive in option_ids are scored, so letter scoring is a tokenizer choice
-(training/text.py), not a model change.
+(inputs/text.py), not a model change.
 """
 from __future__ import annotations
 

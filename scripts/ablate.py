@@ -69,10 +69,14 @@ def score_adapter(name: str, model: str, args: dict, bench: Path, out: Path, set
 
 def parse_model_spec(spec: str) -> tuple[str, str, dict]:
     """``name`` or ``name:key=value,key=value`` -> (row name, adapter, args)."""
+    from bench.config import KeyValueError, parse_key_value
     model, _, rest = spec.partition(":")
     args = {}
     for item in filter(None, rest.split(",")):
-        key, _, value = item.partition("=")
+        try:
+            key, value = parse_key_value(item, parse_value=False)
+        except KeyValueError as err:
+            raise SystemExit(f"--models {spec!r}: {item!r} {err}") from None
         args[key] = value
     return model, model, args
 

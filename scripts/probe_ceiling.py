@@ -10,7 +10,7 @@ the unchanged model and training (``training.run.train``, the code behind ``pyth
 get on the same questions? Tasks that stay low here are limited by the reasoning model or
 by the number of training questions, not by the features.
 
-What: a ground-truth "encoder" writes feature-cache entries (training/features.py, keyed by
+What: a ground-truth "encoder" writes feature-cache entries (inputs/features.py, keyed by
 its own identity string and each image's content hash, in its own subfolder of
 ``data.cache_dir``: real backbones' entries are never read or written). Per image, a grid of
 the default backbone's size (10 x 10) over the frame; each cell is a perfect semantic map
@@ -59,7 +59,7 @@ warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 
 from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, FRAC_BINS, HAT_NAMES, IGNORE,  # noqa: E402
                                   OBJECT_KINDS, POSTURES, person_facts)
-from training.features import FeatureCache  # noqa: E402
+from inputs.features import FeatureCache  # noqa: E402
 
 GRID = 10  # the default backbone's patch grid (ViT-S-32 at 320 px)
 MAX_COUNT = 8  # the generator puts at most 8 people in a scene
@@ -323,13 +323,13 @@ def _write_json(path: Path, data: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from bench.config import to_dict
-    from training.checkpoint import read_checkpoint
+    from bench.format import load_benchmark
+    from inputs.checkpoint import read_checkpoint
+    from inputs.items import split_images
+    from inputs.text import build_tokenizer
     from training.config import load_train_config
-    from training.datamodule import split_images
     from training.module import CrossViewModule
     from training.run import evaluate_module, train
-    from training.text import build_tokenizer
-    from bench.format import load_benchmark
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="configs/default.yaml")

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from bench.format import load_benchmark
+from bench.prompt import IMAGE_TOKEN
+from bench.protocol import ProtocolConfig
 from eval.__main__ import main
 from eval.adapters import ModelAdapter, Response, build_model
 from eval.adapters.base import Request
 from eval.adapters.blind import BLIND_TEMPLATE, blind_prompt, resolve_weights
-from eval.prompt import IMAGE_TOKEN
 from eval.runner import build_request, plan_run
-from eval.settings import ProtocolConfig
-from bench.format import load_benchmark
 from tiny_bench import make_tiny_benchmark
 
 FAST = dict(progress=False, plots=False, n_boot=20)

@@ -66,3 +66,28 @@ def test_base_file_is_merged_under(tmp_path):
     (tmp_path / "child.yaml").write_text("_base_: base.yaml\ninner:\n  depth: 1\n")
     cfg = load_config(Outer, tmp_path / "child.yaml")
     assert cfg.seed == 3 and cfg.inner.depth == 1 and cfg.inner.kind == "b"
+
+
+def test_one_key_value_parser_for_overrides_model_args_and_maps():
+    """bench.config.parse_key_value is what config overrides, --model-arg and --map all use."""
+    from bench.config import KeyValueError, parse_key_value
+    from bench.import_presets import parse_map
+    from eval.inputs import parse_model_args
+    assert parse_key_value(" a.b =[1, 2]") == ("a.b", [1, 2])
+    assert parse_key_value("k=") == ("k", "")
+    assert parse_key_value("k= x=y ", parse_value=False) == ("k", " x=y ")
+    for item, kind in (("novalue", "form"), ("=3", "key"), ("k=[1,", "value")):
+        with pytest.raises(KeyValueError) as err:
+            parse_key_value(item)
+        assert err.value.kind == kind
+    with pytest.raises(ConfigError, match=r"override 'seed' is not of the form key=value"):
+        load_config(Outer, None, ["seed"])
+    with pytest.raises(ConfigError, match=r"override ' =1' has an empty key"):
+        load_config(Outer, None, [" =1"])
+    with pytest.raises(ConfigError, match=r"override 'seed=\[': cannot parse value"):
+        load_config(Outer, None, ["seed=["])
+    assert parse_model_args(["a=1", "b", "c=[", "=2"]) == (
+        {"a": 1}, ["ERROR --model-arg 'b': expected key=value", "ERROR --model-arg 'c=[': cannot parse the value",
+                   "ERROR --model-arg '=2': expected key=value"])
+    assert parse_map(["task= category ", "images", "task="]) == (
+        {"task": "category"}, ["ERROR --map 'images': expected field=column", "ERROR --map 'task=': expected field=column"])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.validate import LETTERS
+from bench.constants import LETTERS
 from eval.parser import parse_answer
 
 CORPUS = Path(__file__).parent / "data" / "parser_corpus.jsonl"

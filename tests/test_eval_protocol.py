@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bench.format import Frame, Sample, View, load_benchmark
+from bench.prompt import build_extract_prompt, build_prompt
+from bench.protocol import ProtocolConfig, check_settings, plan_queries, primary_setting, seeded_order, view_sets
 from eval.circular import n_rotations, rotate_sample
-from eval.prompt import build_extract_prompt, build_prompt
-from eval.settings import ProtocolConfig, check_settings, plan_queries, primary_setting, seeded_order, view_sets
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "eval_prompt.txt"
 
@@ -117,3 +117,22 @@ def test_prompt_has_one_image_token_per_frame():
     assert build_prompt(sample, temporal).count("<image>") == 4
     prompt = build_prompt(sample, views)
     assert "cam2" not in prompt and "cam0" not in prompt  # view ids never leak
+
+
+def test_every_cli_takes_its_protocol_defaults_from_protocol_config():
+    """python -m eval run / import and python -m bench export: no copied K_T, minus_one or n_boot."""
+    from bench.__main__ import build_parser as bench_parser
+    from bench.constants import DEFAULT_N_BOOT, K_T
+    from bench.protocol import protocol_from_arguments
+    from eval.__main__ import build_parser as eval_parser
+    commands = [(eval_parser(), ["run", "--bench", "b", "--model", "random", "--out", "o"]),
+                (eval_parser(), ["import", "lmms-eval", "f.jsonl", "--bench", "b", "--out", "o"]),
+                (bench_parser(), ["export", "hf", "d", "--out", "o"]),
+                (bench_parser(), ["export", "vlmevalkit", "d", "--out", "o"])]
+    for parser, argv in commands:
+        args = parser.parse_args(argv)
+        assert protocol_from_arguments(args) == ProtocolConfig(), argv
+        assert getattr(args, "n_boot", DEFAULT_N_BOOT) == DEFAULT_N_BOOT, argv
+    assert ProtocolConfig().max_extra == dict(K_T)
+    assert protocol_from_arguments(eval_parser().parse_args(commands[0][1] + ["--max-extra-mvn", "1"])).max_extra \
+        == {"SVS": K_T["SVS"], "MVN": 1}

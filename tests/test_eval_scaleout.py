@@ -110,7 +110,7 @@ def test_an_older_manifest_with_throughput_args_in_model_args_resumes(tiny_bench
 
 def test_shard_plans_partition_the_plan(tiny_bench):
     from bench.format import load_benchmark
-    from eval.settings import ProtocolConfig
+    from bench.protocol import ProtocolConfig
     planned = plan_run(load_benchmark(tiny_bench), ["+0", "+1", "-1", "all"], ProtocolConfig(), 0, False)
     parts = [shard_plan(planned, (r, 3)) for r in range(3)]
     keys = [pq.key for part in parts for pq in part]

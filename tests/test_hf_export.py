@@ -11,8 +11,8 @@ from PIL import Image
 
 from bench.__main__ import main as bench_main
 from bench.format import load_benchmark, sample_to_dict
+from bench.protocol import ProtocolConfig, parse_settings
 from eval.runner import plan_run
-from eval.settings import ProtocolConfig, parse_settings
 from tiny_bench import make_tiny_benchmark
 
 

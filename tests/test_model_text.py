@@ -1,8 +1,8 @@
-"""Prompt template, tokenizer and text collation (training/text.py)."""
+"""Prompt template, tokenizer and text collation (inputs/text.py)."""
 import torch
 
+from inputs.text import PromptTokenizer, build_tokenizer, collate_text, format_prompt
 from model.config import CLIP_LABEL_TOKEN_IDS, ModelConfig
-from training.text import PromptTokenizer, build_tokenizer, collate_text, format_prompt
 
 
 def test_prompt_template_snapshot():

@@ -18,9 +18,9 @@ from bench.format import load_benchmark
 from bench.synth.captions import COLOUR_NAMES, OBJECT_KINDS
 from bench.synth.config import SynthConfig
 from bench.synth.generate import build_scene, generate
+from inputs.items import split_images
 from model.config import tiny_model_config
 from training.config import TrainConfig
-from training.datamodule import split_images
 
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 

@@ -1,7 +1,11 @@
 """The option-prior probe (``bench check``'s ``option_prior_acc``) flags answers that the form
 of the options gives away, and stays at chance on balanced options."""
+import dataclasses
+
 import numpy as np
 
+from bench.constants import LETTERS
+from bench.format import Sample
 from bench.synth import verify_temporal as vt
 from bench.synth.balance import select
 from bench.synth.blind import OptionPriorProbe, option_prior_keys, structure_signature
@@ -10,13 +14,18 @@ from bench.synth.tasks_temporal import ambiguous_pick, grid_options, twin_option
 NAMES = [f"{c} {k}" for c in ("red", "blue", "green", "yellow", "purple") for k in ("box", "ball", "pole", "chair")]
 
 
-def _sample(options: list[str], truth: str, rng) -> dict:
+def _question(task: str, question: str, options: list[str], truth: str) -> Sample:
+    """A text-only sample: all the probes read (task, question, options, answer)."""
+    return Sample(id="q", task=task, question=question, options=options, answer=LETTERS[options.index(truth)],
+                  views=[], gt_views=[])
+
+
+def _sample(options: list[str], truth: str, rng) -> Sample:
     opts = [options[i] for i in rng.permutation(len(options))]
-    return {"task": "trajectory", "question": "Where does the person in the red shirt walk?", "options": opts,
-            "answer": "ABCD"[opts.index(truth)]}
+    return _question("trajectory", "Where does the person in the red shirt walk?", opts, truth)
 
 
-def _trajectories(n: int, leaky: bool, seed: int) -> list[dict]:
+def _trajectories(n: int, leaky: bool, seed: int) -> list[Sample]:
     rng, out = np.random.default_rng(seed), []
     for _ in range(n):
         x, y, c, d = (NAMES[i] for i in rng.choice(len(NAMES), 4, replace=False))
@@ -52,7 +61,7 @@ def test_probe_flags_length_prior():
             if len(opts) < 4:
                 continue
             truth = opts[0] if rng.random() < 0.9 else opts[int(rng.integers(2, 4))]
-            out.append(dict(_sample(opts, truth, rng), task="motion_recognition"))
+            out.append(dataclasses.replace(_sample(opts, truth, rng), task="motion_recognition"))
         return out
 
     probe = OptionPriorProbe().fit(make(400, 0))
@@ -99,7 +108,7 @@ def _twins(truth, pool, per_view, rng):
     return None if opts is None else opts[0]
 
 
-def _selected_samples(records: list[dict], seed: int) -> list[dict]:
+def _selected_samples(records: list[dict], seed: int) -> list[Sample]:
     from types import SimpleNamespace
     cfg = SimpleNamespace(options=SimpleNamespace(mode="ssmn", none_share=0.2),
                           tasks=SimpleNamespace(major_value_share=0.0, value_cap=10.0, max_task_share=1.0))
@@ -107,8 +116,8 @@ def _selected_samples(records: list[dict], seed: int) -> list[dict]:
     out = []
     for r in select(records, cfg, rng):
         opts = [r["listed"][i] for i in rng.permutation(4)]
-        out.append({"task": r["task"], "question": "What does the person in the red shirt do, in order?",
-                    "options": opts, "answer": "ABCD"[opts.index(r["answer_value"])]})
+        out.append(_question(r["task"], "What does the person in the red shirt do, in order?", opts,
+                             r["answer_value"]))
     return out
 
 
@@ -128,6 +137,6 @@ def test_probe_at_chance_on_twin_motion_options_after_selection():
     assert probe.accuracy(new[len(new) // 2:]) < 0.34
 
 
-def _shuffled(records: list[dict]) -> list[dict]:
+def _shuffled(records: list[dict]) -> list[Sample]:
     rng = np.random.default_rng(0)
-    return [_sample(r["listed"], r["answer_value"], rng) | {"task": r["task"]} for r in records]
+    return [dataclasses.replace(_sample(r["listed"], r["answer_value"], rng), task=r["task"]) for r in records]

@@ -8,9 +8,9 @@ import pytest
 import torch
 from PIL import Image
 
+from inputs.features import FeatureCache
 from model.backbone import build_backbone
 from model.config import tiny_backbone_config
-from training.features import FeatureCache
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_encodes_each_unique_image_once(tmp_path, backbone):
 
 
 def test_features_match_direct_encoding(tmp_path, backbone):
-    from training.features import load_image_tensor
+    from inputs.features import load_image_tensor
     paths = _images(tmp_path / "img", 2)
     table = FeatureCache(tmp_path / "cache", backbone).table(paths)
     x = torch.stack([load_image_tensor(p, backbone.cfg.image_size, backbone.cfg.mean, backbone.cfg.std) for p in paths])

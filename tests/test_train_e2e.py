@@ -149,7 +149,8 @@ def test_every_shipped_config_loads():
 
 
 def test_batches_never_mix_clips_and_stills(tmp_path):
-    from training.data import BucketBatchSampler, frame_count
+    from inputs.items import frame_count
+    from training.data import BucketBatchSampler
 
     class Fake:
         def __init__(self, samples):

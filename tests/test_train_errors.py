@@ -10,6 +10,7 @@ import torch
 
 from bench.config import to_dict
 from eval.__main__ import main as eval_main
+from inputs.checkpoint import load_model
 from model.config import tiny_model_config
 from training.checkpoint import CheckpointError, load_module_from_checkpoint
 from training.config import TrainConfig
@@ -49,11 +50,25 @@ def bad_checkpoints(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.parametrize("loader", [load_module_from_checkpoint, load_model], ids=["lightning_module", "model_only"])
 @pytest.mark.parametrize("kind", ["bare_tensor", "missing_key", "misshaped_key", "bad_config", "garbage"])
-def test_loading_a_bad_checkpoint_is_one_checkpoint_error(bad_checkpoints, kind):
+def test_loading_a_bad_checkpoint_is_one_checkpoint_error(bad_checkpoints, kind, loader):
     with pytest.raises(CheckpointError) as err:
-        load_module_from_checkpoint(bad_checkpoints[kind])
+        loader(bad_checkpoints[kind])
     assert str(bad_checkpoints[kind]) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_model_only_loader_gives_the_modules_weights(tmp_path):
+    """inputs.checkpoint.load_model (no Lightning) rebuilds the same network as the LightningModule."""
+    from training.module import CrossViewModule
+    config = _tiny_config()
+    module = CrossViewModule(config)
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": {"config": config}}, tmp_path / "ok.ckpt")
+    model, model_cfg = load_model(tmp_path / "ok.ckpt")
+    assert model_cfg == module.cfg.model and not model.training
+    theirs = module.model.state_dict()
+    assert model.state_dict().keys() == theirs.keys()
+    assert all(torch.equal(v, theirs[k]) for k, v in model.state_dict().items())
 
 
 @pytest.mark.parametrize("kind", ["bare_tensor", "misshaped_key"])

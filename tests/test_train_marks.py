@@ -1,9 +1,9 @@
 """Mark roles: which marks the question and the options name, as a model input."""
 import torch
 
+from inputs.items import mark_role
 from model import build_model, tiny_model_config
 from model.dummy_batch import random_batch
-from training.data import mark_role
 
 QUESTION = "The person marked 1 also appears, with a different mark, in another image. Which mark?"
 

@@ -16,18 +16,13 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from bench.format import Benchmark, load_benchmark
-from eval.settings import ProtocolConfig, plan_queries
+from bench.protocol import ProtocolConfig, plan_queries
+from inputs.features import FeatureCache, FeatureTable
+from inputs.items import ViewSet, collate, frame_count, split_images
 from training.config import TrainConfig
-from training.data import BucketBatchSampler, ViewSet, ViewSetDataset, collate, frame_count
-from training.features import FeatureCache, FeatureTable
+from training.data import BucketBatchSampler, ViewSetDataset
 
 SPLITS = ("train", "val", "test")
-
-
-def split_images(bench: Benchmark) -> list[Path]:
-    """Every image path of a split (duplicates included; the cache deduplicates)."""
-    return [bench.root / f.image for s in bench.samples for v in s.views for f in v.frames]
-
 
 def ensure_benchmark(cfg: TrainConfig) -> Path:
     """The benchmark folder; generated from ``data.generate_config`` when a split is missing."""
@@ -36,11 +31,18 @@ def ensure_benchmark(cfg: TrainConfig) -> Path:
         return root
     if not cfg.data.generate_config:
         raise FileNotFoundError(f"{root} lacks a train/val/test split and data.generate_config is empty")
-    from bench.__main__ import main as bench_main
+    from bench.config import load_config
+    from bench.synth.config import SynthConfig
+    from bench.synth.generate import generate
+    synth_cfg = load_config(SynthConfig, cfg.data.generate_config)  # a bad file: ConfigError naming it
     print(f"[train] generating the synthetic benchmark into {root} ({cfg.data.generate_config}) ...", flush=True)
-    status = bench_main(["generate", "--config", cfg.data.generate_config, "--out", str(root)])
-    if status:
-        raise RuntimeError(f"benchmark generation failed with exit code {status}")
+    try:
+        summary = generate(synth_cfg, root)
+    except FileExistsError:  # generate() refuses before writing anything
+        raise FileExistsError(f"{root} exists but lacks a train/val/test split; remove it to generate the benchmark "
+                              f"there, or point data.bench_dir elsewhere") from None
+    print(f"[train] generated {summary['n_questions']} questions, {summary['unique_images']} images "
+          f"in {summary['seconds']} s", flush=True)
     return root
 
 
@@ -50,7 +52,7 @@ def protocol_view_sets(bench: Benchmark, settings: list[str], seed: int) -> list
     out = []
     for sample in bench.samples:
         for query in plan_queries(sample, settings, ProtocolConfig(), seed):
-            out.append(ViewSet(index[sample.id], query.view_ids, query.setting))
+            out.append(ViewSet(index[sample.id], query.view_ids, query.setting, variant=query.variant))
     return out
 
 
@@ -81,7 +83,7 @@ class CrossViewDataModule(L.LightningDataModule):
     Args:
         cfg: the run config.
         cache: the feature cache (built from the run's backbone).
-        tokenizer: training.text tokenizer with ``encode`` and ``pad_id``.
+        tokenizer: inputs.text tokenizer with ``encode`` and ``pad_id``.
     """
 
     def __init__(self, cfg: TrainConfig, cache: FeatureCache, tokenizer):

@@ -2,19 +2,39 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from typing import Sequence
 
 import lightning as L
 import torch
 
 from bench.config import from_dict, to_dict
+from bench.format import Sample
+from bench.protocol import accuracy_by_setting, unit_scores
+from inputs.items import ViewSet
 from model import build_model
 from training.config import TrainConfig
 from training.losses import CrossViewCriterion
 
 
+def validation_accuracy(view_sets: Sequence[ViewSet], samples: Sequence[Sample], right: Sequence[int],
+                        scored: Sequence[int], settings: Sequence[str]) -> dict[str, float]:
+    """``val/acc_<setting>`` for each setting that was scored and ``val/acc``, their mean.
+
+    Scored like the evaluator (bench.protocol.unit_scores, eval/metrics.py): a (sample, setting)
+    scores the mean over its variants (the views ``-1`` drops in turn), and a setting's accuracy
+    is the mean over its samples. ``right[i]`` / ``scored[i]``: whether view set i was answered
+    right / scored at all (the sanity check scores only a few)."""
+    lines = [(samples[vs.sample_index].id, vs.setting, vs.variant, bool(right[i]))
+             for i, vs in enumerate(view_sets) if scored[i]]
+    accs = accuracy_by_setting(unit_scores(lines))
+    out = {f"val/acc_{s}": accs[s] for s in sorted(set(settings)) if s in accs}
+    if out:
+        out["val/acc"] = sum(out.values()) / len(out)
+    return out
+
+
 class CrossViewModule(L.LightningModule):
-    """Trains ``model.CrossViewModel`` on view-set batches (training/data.py).
+    """Trains ``model.CrossViewModel`` on view-set batches (inputs/items.py, training/data.py).
 
     Args:
         config: the resolved TrainConfig as a plain dict; saved in every checkpoint
@@ -30,7 +50,7 @@ class CrossViewModule(L.LightningModule):
         for name, param in self.model.named_parameters():
             if any(name.startswith(prefix) for prefix in self.cfg.freeze):
                 param.requires_grad_(False)
-        self._val = defaultdict(lambda: [0, 0])  # setting -> [correct, total]
+        self._val: dict[int, bool] = {}  # validation view-set index -> answered right (this rank's share)
 
     def forward(self, batch: dict) -> dict:
         return self.model(batch)
@@ -55,27 +75,23 @@ class CrossViewModule(L.LightningModule):
         losses = self.criterion(out, batch)
         self.log("val/loss", losses["loss"], batch_size=len(batch["answer"]), sync_dist=True)
         right = (out["option_logits"].argmax(-1) == batch["answer"]).tolist()
-        for setting, ok in zip(batch["setting"], right):
-            self._val[setting][0] += int(ok)
-            self._val[setting][1] += 1
+        for index, ok in zip(batch["index"].tolist(), right):
+            self._val[index] = bool(ok)
 
     def on_validation_epoch_end(self) -> None:
-        # Each rank scored its own share of the view sets: sum the counts over ranks (Lightning's
-        # strategy reduce; a no-op in one process) before dividing, so val/acc is the accuracy
-        # over all view sets, not a mean of per-rank accuracies.
-        settings = sorted(set(self.cfg.eval.val_settings))
-        counts = torch.tensor([self._val[s] if s in self._val else [0, 0] for s in settings], dtype=torch.long,
-                              device=self.device)
-        counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
-        accs = []
-        for setting, (correct, total) in zip(settings, counts.tolist()):
-            if total == 0:
-                continue
-            acc = 100.0 * correct / total
-            accs.append(acc)
-            self.log(f"val/acc_{setting}", acc, sync_dist=True)  # equal on every rank already
-        if accs:
-            self.log("val/acc", sum(accs) / len(accs), prog_bar=True, sync_dist=True)
+        # Each rank scored its own share of the view sets: sum the per-view-set flags over ranks
+        # (Lightning's strategy reduce; a no-op in one process), so every rank scores all view
+        # sets, not a mean of per-rank accuracies.
+        val_set = self.trainer.datamodule.val_set
+        flags = torch.zeros(2, len(val_set), dtype=torch.long)  # rows: right, scored
+        if self._val:
+            index = torch.tensor(list(self._val), dtype=torch.long)
+            flags[0, index] = torch.tensor([int(ok) for ok in self._val.values()], dtype=torch.long)
+            flags[1, index] = 1
+        right, scored = self.trainer.strategy.reduce(flags.to(self.device), reduce_op="sum").tolist()
+        accs = validation_accuracy(val_set.view_sets, val_set.bench.samples, right, scored, self.cfg.eval.val_settings)
+        for name, value in accs.items():  # equal on every rank already
+            self.log(name, value, prog_bar=name == "val/acc", sync_dist=True)
         self._val.clear()
 
     def configure_optimizers(self):

@@ -34,13 +34,13 @@ from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from bench.config import load_config, to_dict
+from bench.provenance import file_sha256
 from bench.synth.body import PARTS
 from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, IGNORE, OBJECT_KINDS, POSTURES,
                                   CaptionTokenizer, caption_vocabulary)
 from bench.synth.captions import FRAC_BINS
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from model.pretrain_heads import PretrainHeads
-from training.features import file_sha256
 from training.pretrain_corpus import DENSE_FIELDS, PERSON_FIELDS, CorpusConfig, build_corpus
 
 MAX_COUNT = 9

@@ -23,11 +23,11 @@ from lightning.pytorch.loggers import CSVLogger
 
 from bench.atomic import atomic_write_bytes, atomic_write_json
 from bench.config import save_config, to_dict
+from inputs.features import FeatureCache
 from training.checkpoint import (CheckpointError, architecture_differences, check_init_from, checkpoint_config,
                                  init_weights_from, read_checkpoint)
 from training.config import TrainConfig
 from training.datamodule import CrossViewDataModule, ensure_benchmark  # noqa: F401  (ensure_benchmark: public API)
-from training.features import FeatureCache
 from training.module import CrossViewModule
 from training.provenance import finish_provenance, start_provenance
 
@@ -94,8 +94,8 @@ def latest_run(out_dir: str | Path, config_name: str) -> Path | None:
 
 def build_components(cfg: TrainConfig):
     """Backbone feature cache and tokenizer for a config."""
+    from inputs.text import build_tokenizer
     from model.backbone import build_backbone
-    from training.text import build_tokenizer
     backbone = build_backbone(cfg.model.backbone)
     if backbone.patch_dim != cfg.model.patch_dim or backbone.pooled_dim != cfg.model.pooled_dim:
         raise ValueError(f"model.patch_dim/pooled_dim ({cfg.model.patch_dim}/{cfg.model.pooled_dim}) must match "
@@ -104,14 +104,16 @@ def build_components(cfg: TrainConfig):
 
 
 def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig, out_dir: Path) -> dict:
-    """The full protocol on the held-out split through the evaluator's ``crossview`` adapter."""
+    """The full protocol on the held-out split through the evaluator's ``crossview`` adapter.
+
+    The one place training imports eval (tests/test_layering.py holds it to that)."""
     from eval.adapters.crossview import CrossViewAdapter
     from eval.runner import evaluate
     # The in-memory adapter cannot name its weights in the run header, so an old eval folder
     # (a resumed run) would "resume" into stale predictions: always start it fresh.
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    adapter = CrossViewAdapter.from_loaded(module, cache, tokenizer, device=str(module.device))
+    adapter = CrossViewAdapter.from_loaded(module.model, cache, tokenizer, device=str(module.device))
     bench = Path(cfg.data.bench_dir) / cfg.eval.split
     return evaluate(bench, adapter, out_dir, settings=list(cfg.eval.settings), seed=cfg.eval.seed,
                     batch_size=cfg.data.eval_batch_size)

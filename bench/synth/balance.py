@@ -19,8 +19,9 @@ from collections import Counter
 
 import numpy as np
 
+from bench.constants import LETTERS, NOTA
 from bench.synth.blind import option_prior_keys, structure_signature
-from bench.synth.options import LETTERS, NOTA, N_LISTED, arrange
+from bench.synth.options import N_LISTED, arrange
 
 
 OBJECT_TASKS = ("person_object_contact", "relation")

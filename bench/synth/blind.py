@@ -19,7 +19,8 @@ import zlib
 
 import numpy as np
 
-from bench.synth.options import NOTA
+from bench.constants import LETTERS, NOTA
+from bench.format import Sample
 
 DIM = 1 << 18
 _WORD = re.compile(r"[a-z0-9]+")
@@ -29,15 +30,15 @@ def _h(s: str) -> int:
     return zlib.crc32(s.encode()) % DIM
 
 
-def option_features(sample: dict) -> list[np.ndarray]:
+def option_features(sample: Sample) -> list[np.ndarray]:
     """Hashed feature indices, one array per option."""
-    q_words = sorted(set(_WORD.findall(sample["question"].lower())))
+    q_words = sorted(set(_WORD.findall(sample.question.lower())))
     feats = []
-    for i, opt in enumerate(sample["options"]):
-        letter = "ABCDEFGHIJ"[i]
+    for i, opt in enumerate(sample.options):
+        letter = LETTERS[i]
         o_words = _WORD.findall(opt.lower())
         keys = [f"o:{w}" for w in o_words] + [f"q:{q}|o:{w}" for q in q_words for w in o_words]
-        keys += [f"t:{sample['task']}|o:{opt}", f"L:{letter}", f"L:{letter}|t:{sample['task']}", f"o:{opt}"]
+        keys += [f"t:{sample.task}|o:{opt}", f"L:{letter}", f"L:{letter}|t:{sample.task}", f"o:{opt}"]
         feats.append(np.array(sorted({_h(k) for k in keys}), dtype=np.int64))
     return feats
 
@@ -50,11 +51,11 @@ def _slots(opt: str) -> list[str]:
     return [p.strip() for p in _SLOT.split(opt.lower()) if p.strip()]
 
 
-def option_prior_features(sample: dict) -> list[np.ndarray]:
+def option_prior_features(sample: Sample) -> list[np.ndarray]:
     """Option-only structural features (no question words, no letters), one array per option."""
-    task = sample["task"]
+    task = sample.task
     return [np.array(sorted({_h(k) for k in keys + [f"t:{task}|{k}" for k in keys]}), dtype=np.int64)
-            for keys in option_prior_keys(sample["options"])]
+            for keys in option_prior_keys(sample.options)]
 
 
 def option_prior_keys(options: list[str]) -> list[list[str]]:
@@ -109,8 +110,8 @@ class BlindClassifier:
         w = self.w if w is None else w
         return np.array([w[f].sum() for f in feats])
 
-    def fit(self, samples: list[dict]) -> "BlindClassifier":
-        data = [(self.features(s), "ABCDEFGHIJ".index(s["answer"])) for s in samples]
+    def fit(self, samples: list[Sample]) -> "BlindClassifier":
+        data = [(self.features(s), LETTERS.index(s.answer)) for s in samples]
         total = np.zeros(DIM)
         for k in range(self.n_seeds):
             w = np.zeros(DIM)
@@ -128,13 +129,13 @@ class BlindClassifier:
         self.w = total / self.n_seeds
         return self
 
-    def predict(self, sample: dict) -> str:
-        return "ABCDEFGHIJ"[int(np.argmax(self._scores(self.features(sample))))]
+    def predict(self, sample: Sample) -> str:
+        return LETTERS[int(np.argmax(self._scores(self.features(sample))))]
 
-    def accuracy(self, samples: list[dict]) -> float:
+    def accuracy(self, samples: list[Sample]) -> float:
         if not samples:
             return float("nan")
-        return float(np.mean([self.predict(s) == s["answer"] for s in samples]))
+        return float(np.mean([self.predict(s) == s.answer for s in samples]))
 
 
 class OptionPriorProbe(BlindClassifier):

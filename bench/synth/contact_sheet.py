@@ -14,49 +14,51 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
+from bench.constants import LETTERS  # noqa: E402
+from bench.format import Sample  # noqa: E402
+
 STRIP_PX = 112  # frame size inside a temporal strip
 
 
-def temporal_strips(root: Path, sample: dict, max_views: int = 4) -> Image.Image:
+def temporal_strips(root: Path, sample: Sample, max_views: int = 4) -> Image.Image:
     """One image: per shown view (V_GT then extra) a row of its frames, labelled."""
-    by_id = {v["view_id"]: v for v in sample["views"]}
-    shown = (sample["gt_views"] + sample["extra_views"])[:max_views]
-    n_frames = max(len(by_id[v]["frames"]) for v in shown)
+    shown = (sample.gt_views + sample.extra_views)[:max_views]
+    n_frames = max(len(sample.view(v).frames) for v in shown)
     pad, head = 4, 14
     canvas = Image.new("RGB", (n_frames * (STRIP_PX + pad), len(shown) * (STRIP_PX + head + pad)), "white")
     draw = ImageDraw.Draw(canvas)
     for r, v in enumerate(shown):
         y = r * (STRIP_PX + head + pad)
-        gt = v in sample["gt_views"]
+        gt = v in sample.gt_views
         draw.text((2, y), f"{v} ({'V_GT' if gt else 'extra'})", fill=(0, 130, 0) if gt else (110, 110, 110))
-        for c, frame in enumerate(by_id[v]["frames"]):
-            img = Image.open(Path(root) / frame["image"]).convert("RGB").resize((STRIP_PX, STRIP_PX))
+        for c, frame in enumerate(sample.view(v).frames):
+            img = Image.open(Path(root) / frame.image).convert("RGB").resize((STRIP_PX, STRIP_PX))
             x = c * (STRIP_PX + pad)
             canvas.paste(img, (x, y + head))
-            draw.text((x + 3, y + head + 2), f"t={frame['t']:g}", fill=(0, 0, 0))
+            draw.text((x + 3, y + head + 2), f"t={frame.t:g}", fill=(0, 0, 0))
     return canvas
 
 
-def _text(s: dict) -> str:
-    lines = [f"{s['task']}  [{s.get('axis')}, {s['subset']}, {s['granularity']}]", s["id"]]
-    lines += textwrap.wrap(s["question"], 58)
-    for i, opt in enumerate(s["options"]):
-        letter = "ABCDE"[i]
-        tag = " <= answer" if letter == s["answer"] else f"  ({s['distractors'].get(letter, '')})"
+def _text(s: Sample) -> str:
+    lines = [f"{s.task}  [{s.axis}, {s.subset}, {s.granularity}]", s.id]
+    lines += textwrap.wrap(s.question, 58)
+    for i, opt in enumerate(s.options):
+        letter = LETTERS[i]
+        tag = " <= answer" if letter == s.answer else f"  ({s.distractors.get(letter, '')})"
         lines += textwrap.wrap(f"{letter}. {opt}{tag}", 62)
-    for e in s["evidence"][:4]:
-        lines.append(f"evidence {e['view_id']}: t {e['t_start']:g}-{e['t_end']:g}")
+    for e in s.evidence[:4]:
+        lines.append(f"evidence {e.view_id}: t {e.t_start:g}-{e.t_end:g}")
     return "\n".join(lines)
 
 
-def contact_sheet(examples: list[tuple[Path, dict]], path: str | Path, max_views: int = 4) -> None:
+def contact_sheet(examples: list[tuple[Path, Sample]], path: str | Path, max_views: int = 4) -> None:
     """Write a PNG: per row the V_GT views (green title) then extra views (grey), and text.
 
     Args:
-        examples: (benchmark folder, sample dict) pairs; samples with more than one frame per
-            view are drawn as one strip of frames per view.
+        examples: (benchmark folder, sample) pairs; samples with more than one frame per view
+            are drawn as one strip of frames per view.
     """
-    temporal = [max(len(v["frames"]) for v in s["views"]) > 1 for _, s in examples]
+    temporal = [max(len(v.frames) for v in s.views) > 1 for _, s in examples]
     heights = [4.8 if t else 2.45 for t in temporal]
     fig = plt.figure(figsize=(2.3 * max_views + 4.6, sum(heights)))
     gs = fig.add_gridspec(len(examples), max_views + 1, width_ratios=[1] * max_views + [2.1], height_ratios=heights)
@@ -66,15 +68,14 @@ def contact_sheet(examples: list[tuple[Path, dict]], path: str | Path, max_views
             ax.axis("off")
             ax.imshow(temporal_strips(Path(root), s, max_views))
         else:
-            by_id = {v["view_id"]: v for v in s["views"]}
-            shown = (s["gt_views"] + s["extra_views"])[:max_views]
+            shown = (s.gt_views + s.extra_views)[:max_views]
             for c in range(max_views):
                 ax = fig.add_subplot(gs[r, c])
                 ax.axis("off")
                 if c < len(shown):
                     v = shown[c]
-                    ax.imshow(Image.open(Path(root) / by_id[v]["frames"][0]["image"]))
-                    gt = v in s["gt_views"]
+                    ax.imshow(Image.open(Path(root) / s.view(v).frames[0].image))
+                    gt = v in s.gt_views
                     ax.set_title(f"{v} ({'V_GT' if gt else 'extra'})", fontsize=8, color="green" if gt else "grey")
         ax = fig.add_subplot(gs[r, max_views])
         ax.axis("off")

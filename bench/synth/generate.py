@@ -23,6 +23,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from bench.config import to_dict
+from bench.constants import AXES
 from bench.synth.balance import assign_letters, select
 from bench.synth.marks import draw_marks, mark_key
 from bench.synth.observe import observe_view
@@ -207,7 +208,7 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
                     "by_axis": {axis: {"questions": sum(s["axis"] == axis for s in samples),
                                        "unique_images": len({f["image"] for s in samples if s["axis"] == axis
                                                              for v in s["views"] for f in v["frames"]})}
-                                for axis in ("spatial", "temporal")},
+                                for axis in AXES},
                     "persons_per_image": float(np.mean([n for r in res for n in r["persons_per_image"]] or [0])),
                     "occlusion_rate": sum(r["occluded"] for r in res) / max(sum(r["visible"] for r in res), 1),
                     "referenced": images}

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-NOTA = "None of the above"
+from bench.constants import LETTERS, NOTA
+
 N_LISTED = 4  # listed options besides "None of the above"
-LETTERS = "ABCDE"
 
 
 def categorical_options(truth: str, typed: list[tuple[str, str]], pool: list[str], rng: np.random.Generator,

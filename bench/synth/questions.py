@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.synth.options import NOTA
+from bench.constants import NOTA
 from bench.synth.tasks import TaskDef
 from bench.synth.tasks_common import Candidate, TaskContext
 from bench.synth.verify import (check_question, determined, informative_views, minimal_resolving_set,

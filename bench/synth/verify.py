@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 
-from bench.synth.options import NOTA
+from bench.constants import NOTA
 
 
 def option_set(values: set[str], listed: list[str], nota: bool) -> set[str]:

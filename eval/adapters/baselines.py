@@ -13,10 +13,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from bench.format import Benchmark, load_benchmark
-from bench.validate import LETTERS
+from bench.protocol import stable_hash
+from bench.constants import LETTERS
 from eval.adapters.base import ModelAdapter, Request, Response
 from eval.adapters.registry import register_model
-from eval.settings import stable_hash
 
 
 @register_model("random")

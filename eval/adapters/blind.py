@@ -19,10 +19,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from bench.prompt import format_options
 from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.hf_common import auto_device
 from eval.adapters.registry import register_model
-from eval.prompt import format_options
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SCORE_ROWS = 16  # (prompt, option) rows per forward pass in score mode
@@ -175,7 +175,7 @@ class BlindLLM(ModelAdapter):
 
     def _score_batch(self, requests: list[Request]) -> list[Response]:
         """Mean log-probability of each "X. option" continuation, one row per (request, option)."""
-        from bench.validate import LETTERS
+        from bench.constants import LETTERS
         rows, owners = [], []
         for qi, r in enumerate(requests):
             prompt_ids = self.tok(self._chat(blind_prompt(r)), add_special_tokens=False)["input_ids"]

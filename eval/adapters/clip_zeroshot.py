@@ -20,7 +20,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.validate import LETTERS
+from bench.constants import LETTERS
 from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.hf_common import auto_device
 from eval.adapters.registry import register_model

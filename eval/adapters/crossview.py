@@ -1,7 +1,9 @@
 """Our trained model as one more adapter: ``--model crossview --model-arg ckpt=PATH``.
 
 It scores every option directly (no text, no parsing) and reads the images through the same
-feature cache that training filled, so evaluation never re-encodes an image it has seen.
+feature cache that training filled, so evaluation never re-encodes an image it has seen. The
+checkpoint, the cache, the tokenizer and the batches all come from inputs/, the pipeline
+training uses too: scoring a checkpoint imports neither training/ nor Lightning.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from eval.errors import RunError
 
 @register_model("crossview")
 class CrossViewAdapter(ModelAdapter):
-    """The geometry-aware cross-view model (training/, model/) from a checkpoint."""
+    """The geometry-aware cross-view model (model/) from a checkpoint of python train.py."""
 
     @dataclass
     class Args:
@@ -28,10 +30,10 @@ class CrossViewAdapter(ModelAdapter):
 
     def __init__(self, args=None, loaded=None):
         super().__init__(args)
-        # Imported here so the evaluator's other adapters never pull in model/training.
-        from training.checkpoint import CheckpointError, load_module_from_checkpoint
-        from training.features import FeatureCache
-        from training.text import build_tokenizer
+        # Imported here so the evaluator's other adapters never pull in torch models.
+        from inputs.checkpoint import CheckpointError, load_model
+        from inputs.features import FeatureCache
+        from inputs.text import build_tokenizer
         from model.backbone import build_backbone
 
         if loaded is None:
@@ -40,32 +42,33 @@ class CrossViewAdapter(ModelAdapter):
             if not Path(self.args.ckpt).is_file():
                 raise ValueError(f"crossview: checkpoint not found: {self.args.ckpt}")
             try:
-                module = load_module_from_checkpoint(self.args.ckpt)
+                model, model_cfg = load_model(self.args.ckpt)
             except CheckpointError as err:  # a file problem, not a bad argument: exit 1, one line
                 raise RunError(str(err)) from None
-            cache = FeatureCache(self.args.cache_dir, build_backbone(module.cfg.model.backbone))
-            loaded = (module, cache, build_tokenizer(module.cfg.model))
-        self.module, self.cache, self.tokenizer = loaded
+            cache = FeatureCache(self.args.cache_dir, build_backbone(model_cfg.backbone))
+            loaded = (model, cache, build_tokenizer(model_cfg))
+        self.model, self.cache, self.tokenizer = loaded
         self.device = torch.device(self.args.device)
-        self.module.to(self.device).eval()
+        self.model.to(self.device).eval()
         self.benchmark: Benchmark | None = None
         self.table = None
 
     @classmethod
-    def from_loaded(cls, module, cache, tokenizer, device: str = "cpu") -> "CrossViewAdapter":
-        """Wrap an in-memory model (the end of ``python train.py``) without reloading it."""
-        return cls(cls.Args(ckpt="<in memory>", device=device), loaded=(module, cache, tokenizer))
+    def from_loaded(cls, model, cache, tokenizer, device: str = "cpu") -> "CrossViewAdapter":
+        """Wrap an in-memory ``model.CrossViewModel`` (the end of ``python train.py``) without
+        reloading it."""
+        return cls(cls.Args(ckpt="<in memory>", device=device), loaded=(model, cache, tokenizer))
 
     def provenance(self) -> dict:
         ckpt = Path(self.args.ckpt)
         weights = None
         if ckpt.is_file():  # the in-memory model of python train.py has no file of its own
-            from eval.manifest import file_sha256
+            from bench.provenance import file_sha256
             weights = {"ckpt_sha256": file_sha256(ckpt)}
         return {"device": str(self.device), "weights": weights, "backbone": self.cache.identity}
 
     def prepare(self, benchmark: Benchmark) -> None:
-        from training.datamodule import split_images
+        from inputs.items import split_images
         self.benchmark = benchmark
         self.table = self.cache.table(split_images(benchmark), desc="encoding eval images")
 
@@ -85,7 +88,7 @@ class CrossViewAdapter(ModelAdapter):
         return responses
 
     def _score(self, requests: list[Request]) -> list[Response]:
-        from training.data import ViewSet, build_item, collate
+        from inputs.items import ViewSet, build_item, collate
         items = []
         for req in requests:
             sample = req.sample  # options as asked (rotated under --circular)
@@ -94,7 +97,7 @@ class CrossViewAdapter(ModelAdapter):
             items.append(build_item(sample, view_set, self.benchmark.root, self.table, text))
         batch = collate(items, self.table, self.tokenizer.pad_id)
         batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-        out = self.module.model(batch)
+        out = self.model(batch)
         logits = out["option_logits"].float().cpu()
         evidence = out["evidence_logits"].float().cpu()
         responses = []

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.prompt import IMAGE_TOKEN
+from bench.provenance import file_sha256
 from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.resolution import ResolutionPolicy, load_frames
-from eval.prompt import IMAGE_TOKEN
 
 
 def auto_device(cuda_available: bool, env: dict[str, str] | None = None) -> str:
@@ -39,7 +40,7 @@ def weights_fingerprint(path: str | Path) -> dict:
     out: dict[str, Any] = {}
     for name in ("config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"):
         if (folder / name).is_file():
-            out[name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+            out[name] = file_sha256(folder / name)
     files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin", ".gguf"))
     if files:
         listing = "\n".join(f"{p.name}\t{p.stat().st_size}" for p in files)

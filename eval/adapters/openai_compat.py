@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from bench.prompt import IMAGE_TOKEN
 from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.http_client import KeepAliveClient, origin, one_line, redact, retry_after_seconds
 from eval.adapters.registry import register_model
-from eval.errors import RunError
 from eval.adapters.resolution import ResolutionPolicy, load_frames
-from eval.prompt import IMAGE_TOKEN
+from eval.errors import RunError
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 REFUSAL_STATUS = {400, 413, 422}  # per-query only when the error text names a per-query reason

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from bench.format import Sample, View
-from bench.validate import LETTERS
+from bench.constants import LETTERS
 from eval.browse.data import QueryEntry, RunData, bucket, correctness
 
 VERDICT = {"right": "✓ right", "wrong": "✗ wrong", "unread": "? unread", "missing": "– not asked"}

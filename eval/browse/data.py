@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.format import Benchmark, Sample
+from bench.protocol import setting_sort_key
+from bench.provenance import file_sha256
 from eval.circular import rotate_sample
 from eval.errors import DATA, USAGE, EvalInputError
 from eval.inputs import resolve_benchmark
-from eval.manifest import MANIFEST, file_sha256, read_manifest
+from eval.manifest import MANIFEST, read_manifest
 from eval.predictions import PREDICTIONS, read_predictions
-from eval.settings import setting_sort_key
 from eval.summary import SUMMARY, read_summary
 from eval.taxonomy import error_type
 

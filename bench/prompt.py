@@ -6,14 +6,15 @@ token (or splits the text on it for a chat template). Views are named "View 1..N
 position in the seeded order, never by view id, so an id cannot leak which view is V_GT.
 
 Changing the template changes every zero-shot number: the template's sha256 is part of the
-run manifest, so a run with another template never mixes with an old one.
+run manifest, so a run with another template never mixes with an old one. The prompt is part
+of the protocol, so it lives in bench/: the evaluator asks it, the harness exports write it.
 """
 from __future__ import annotations
 
 import hashlib
 
+from bench.constants import LETTERS
 from bench.format import Sample, View
-from bench.validate import LETTERS
 
 IMAGE_TOKEN = "<image>"
 

@@ -1,6 +1,8 @@
 """View settings: which views a model sees for one sample, in which order.
 
-Settings (DESIGN.md section 4):
+The protocol is part of the benchmark's definition, so it lives in bench/ (it needs only
+bench.format): the evaluator, the trainer's validation and the harness exports all plan their
+queries here. Settings (DESIGN.md section 4):
 
 - ``+0``  V_GT only. Applies to samples with a subset (SVS and MVN).
 - ``+k``  V_GT plus the first k views of ``extra_views``; k <= ``max_extra[subset]``
@@ -17,25 +19,50 @@ setting, variant) through sha256, so a model cannot learn "the answer view comes
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Iterable
 
+import numpy as np
+
+from bench.constants import K_T, NO_SUBSET, SUBSETS
 from bench.format import Sample
 
 ALL_SETTINGS = ("+0", "+1", "+2", "+3", "-1", "all")  # the default run: everything that applies
 _PLUS = re.compile(r"^\+(\d+)$")
-NO_SUBSET = "no_subset"  # subset key of samples without an SSMN subset
 
 
 @dataclass(frozen=True)
 class ProtocolConfig:
     """How settings map to views; stored in the run manifest (changing it is a new run)."""
-    max_extra: dict[str, int] = field(default_factory=lambda: {"SVS": 3, "MVN": 2})  # K_T per subset
+    max_extra: dict[str, int] = field(default_factory=lambda: dict(K_T))  # K_T per subset
     minus_one: str = "each"  # "each": drop every gt view in turn, averaged; "seeded": one choice
 
     def to_dict(self) -> dict:
         return {"max_extra": dict(self.max_extra), "minus_one": self.minus_one}
+
+
+MINUS_ONE_MODES = ("each", "seeded")
+
+
+def add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--max-extra-svs``, ``--max-extra-mvn`` and ``--minus-one``, defaults from ``ProtocolConfig()``
+    (``python -m eval run``, ``python -m eval import``, ``python -m bench export``)."""
+    default = ProtocolConfig()
+    for subset in SUBSETS:
+        parser.add_argument(f"--max-extra-{subset.lower()}", type=int, default=default.max_extra[subset],
+                            help=f"K_{subset}: largest +k for {subset} samples (default {default.max_extra[subset]})")
+    parser.add_argument("--minus-one", choices=MINUS_ONE_MODES, default=default.minus_one,
+                        help="-1: drop each gt view in turn (averaged) or one seeded choice")
+
+
+def protocol_from_arguments(args: argparse.Namespace) -> ProtocolConfig:
+    """The ProtocolConfig of the flags ``add_protocol_arguments`` added."""
+    return ProtocolConfig(max_extra={s: getattr(args, f"max_extra_{s.lower()}") for s in SUBSETS},
+                          minus_one=args.minus_one)
 
 
 @dataclass(frozen=True)
@@ -51,6 +78,12 @@ def stable_hash(*parts: object) -> int:
     """A 64-bit hash of the parts that is the same in every process and on every machine."""
     text = "\x1f".join(str(p) for p in parts)
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+def query_key(sample_id: str, setting: str, variant: str = "", rotation: int = 0) -> str:
+    """The key of one query under one option rotation: a line of predictions.jsonl, a row of
+    the harness exports (``"<sample>|<setting>|<variant>|r<rotation>"``)."""
+    return f"{sample_id}|{setting}|{variant}|r{rotation}"
 
 
 def seeded_order(view_ids: list[str], seed: int, sample_id: str, setting: str, variant: str = "") -> tuple[str, ...]:
@@ -79,7 +112,7 @@ def check_settings(names: list[str], protocol: ProtocolConfig) -> list[str]:
                             f"(max_extra {protocol.max_extra})")
     if len(set(names)) != len(names):
         problems.append(f"a setting is listed twice: {','.join(names)}")
-    if protocol.minus_one not in ("each", "seeded"):
+    if protocol.minus_one not in MINUS_ONE_MODES:
         problems.append(f"minus_one must be 'each' or 'seeded', got {protocol.minus_one!r}")
     return problems
 
@@ -135,3 +168,35 @@ def setting_sort_key(name: str) -> tuple[int, int]:
     if m:
         return (0, int(m.group(1)))
     return (1, 0) if name == "-1" else (2, 0)
+
+
+# ---------------------------------------------------------------- scoring units
+
+
+def unit_scores(lines: Iterable[tuple[str, str, str, bool]]) -> dict[tuple[str, str], float]:
+    """The scoring units of a run: ``(sample_id, setting, variant, correct)`` lines -> the score
+    in [0, 1] of every (sample, setting).
+
+    A (sample, setting, variant) is right when every line of it is (one line per option
+    rotation under circular evaluation); a (sample, setting) scores the mean over its variants
+    (``-1`` with ``minus_one="each"`` has one per dropped view), so every sample counts once in
+    a setting however many views it can drop. The evaluator's tables (eval/metrics.py) and the
+    trainer's validation accuracy (training/module.py) both score through this function.
+    """
+    variants: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+    for sample_id, setting, variant, correct in lines:
+        variants[(sample_id, setting, variant)].append(bool(correct))
+    per_unit: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for (sample_id, setting, _), flags in variants.items():
+        per_unit[(sample_id, setting)].append(1.0 if all(flags) else 0.0)
+    return {key: float(np.mean(scores)) for key, scores in per_unit.items()}
+
+
+def accuracy_by_setting(scores: dict[tuple[str, str], float]) -> dict[str, float]:
+    """Accuracy in points (0-100) per setting: the mean score of its units, over every subset
+    (the evaluator's ``acc[setting]["overall"]``)."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for (_, setting), score in scores.items():
+        totals[setting][0] += score
+        totals[setting][1] += 1
+    return {setting: 100.0 * total / n for setting, (total, n) in totals.items()}

@@ -23,8 +23,10 @@ from PIL import Image
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from bench.atomic import atomic_target
 from tqdm.auto import tqdm
+
+from bench.atomic import atomic_target
+from bench.provenance import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +38,6 @@ class ImageEncoder(Protocol):
     cfg: Any
 
     def __call__(self, images: torch.Tensor) -> dict[str, torch.Tensor]: ...
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_image_tensor(path: str | Path, size: int, mean, std) -> torch.Tensor:

@@ -12,9 +12,10 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from bench.constants import LETTERS
+
 PROMPT_TEMPLATE = "Question: {question} Options: {options} Answer:"
 OPTION_TEMPLATE = "({letter}) {text}"
-LETTERS = "ABCDEFGHIJ"
 
 
 def format_prompt(question: str, options: Sequence[str]) -> str:

@@ -1,0 +1,128 @@
+"""The packages form layers: each imports only the ones below it (README.md, "Layout").
+
+  training/ ───── training/run.py only: the final test ─────► eval/
+     │                                                          │
+     ▼                                                          │
+  inputs/ ◄─────────────────────────────────────────────────────┘
+     ▼
+  model/, bench/
+
+bench and model import none of the others; inputs (the model's input pipeline) imports neither
+training, eval nor Lightning; eval imports no training module; training imports eval only to run
+the final test. Every import counts, lazy ones inside functions included.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("bench", "model", "inputs", "training", "eval")
+# The one module of training/ that may import eval: it runs the held-out protocol at the end
+# of python train.py through the evaluator's crossview adapter (training.run.evaluate_module).
+TRAINING_MAY_IMPORT_EVAL = {"training/run.py"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (function bodies included), as dotted names."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the file's own package
+                package = path.relative_to(ROOT).parent.parts
+                base = list(package[:len(package) - node.level + 1])
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                found.add(node.module)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """{"eval/metrics.py": {"bench.protocol", "numpy", ...}, ...} over every package's files."""
+    graph = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            graph[str(path.relative_to(ROOT))] = imported_modules(path)
+    return graph
+
+
+def offenders(graph: dict[str, set[str]], package: str, forbidden: tuple[str, ...],
+              allowed: set[str] = frozenset()) -> list[str]:
+    return sorted(f"{file} imports {module}" for file, modules in graph.items()
+                  if file.startswith(package + "/") and file not in allowed
+                  for module in modules if module.split(".")[0] in forbidden)
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph()
+
+
+def test_the_walker_sees_imports_lazy_ones_included(graph):
+    """An empty or blind walk would pass every rule below: check that it finds known imports."""
+    assert sum(f.startswith(p + "/") for f in graph for p in PACKAGES) > 100
+    assert "bench.protocol" in graph["eval/metrics.py"]  # eval imports bench (top of the file)
+    assert "inputs.checkpoint" in graph["eval/adapters/crossview.py"]  # inside __init__
+    assert "eval.adapters.crossview" in graph["training/run.py"]  # inside evaluate_module
+    assert offenders(graph, "eval", ("bench",))  # the rule helper itself can fail
+
+
+def test_bench_and_model_import_no_package_above_them(graph):
+    assert offenders(graph, "bench", ("model", "inputs", "training", "eval")) == []
+    assert offenders(graph, "model", ("inputs", "training", "eval", "lightning", "pytorch_lightning")) == []
+
+
+def test_inputs_imports_neither_training_eval_nor_lightning(graph):
+    assert offenders(graph, "inputs", ("training", "eval", "lightning", "pytorch_lightning")) == []
+
+
+def test_eval_imports_nothing_from_training(graph):
+    assert offenders(graph, "eval", ("training",)) == []
+
+
+def test_training_imports_eval_only_to_run_the_final_test(graph):
+    assert offenders(graph, "training", ("eval",), allowed=TRAINING_MAY_IMPORT_EVAL) == []
+    for file in TRAINING_MAY_IMPORT_EVAL:  # the allow-list names a file that still exists and needs it
+        assert any(m.split(".")[0] == "eval" for m in graph[file]), file
+
+
+SCORE_IN_A_FRESH_PROCESS = """
+import json, sys
+from eval.__main__ import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules
+                  if m.split(".")[0] in ("lightning", "pytorch_lightning", "lightning_fabric", "training"))}))
+"""
+
+
+def test_scoring_a_checkpoint_loads_neither_lightning_nor_training(tiny_bench, tmp_path):
+    from bench.config import to_dict
+    from model.config import tiny_model_config
+    from training.config import TrainConfig
+    from training.module import CrossViewModule
+    warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
+    cfg = TrainConfig()
+    cfg.model = tiny_model_config()
+    cfg.model.lm.vocab_size = 49408  # the open_clip tokenizer's ids
+    config = to_dict(cfg)
+    ckpt = tmp_path / "tiny.ckpt"
+    import torch
+    torch.save({"state_dict": CrossViewModule(config).state_dict(), "hyper_parameters": {"config": config}}, ckpt)
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-c", SCORE_IN_A_FRESH_PROCESS, "run", "--bench", str(tiny_bench), "--model", "crossview",
+         "--model-arg", f"ckpt={ckpt}", "--model-arg", f"cache_dir={tmp_path / 'cache'}", "--settings", "+0",
+         "--out", str(out), "--no-progress", "--no-plots", "--n-boot", "10"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0 and (out / "summary.json").is_file(), proc.stderr[-2000:]
+    assert result["loaded"] == [], result["loaded"]
