@@ -102,9 +102,22 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
 
 
 def from_dict(cls: type[T], data: dict, path: str = "") -> T:
-    """Build dataclass ``cls`` from a mapping; unknown keys and bad types raise ConfigError."""
+    """Build dataclass ``cls`` from a mapping; unknown keys and bad types raise ConfigError.
+
+    A removed option stays readable where it is set to the value it defaulted to (so the
+    configs stored in older runs and checkpoints still load): ``cls.RETIRED_KEYS`` maps its
+    name to that value and the reason it went. Any other value of it is an error.
+    """
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    retired = getattr(cls, "RETIRED_KEYS", {})
+    if any(key in retired for key in data):
+        data = dict(data)
+        for key, (value, why) in retired.items():
+            if key in data and data.pop(key) != value:
+                where = f"{path}.{key}" if path else key
+                raise ConfigError(f"{where}: this option was removed ({why}); only {value!r}, what it "
+                                  "did by default, is still accepted")
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = path or cls.__name__

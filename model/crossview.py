@@ -229,17 +229,10 @@ class CrossViewModel(nn.Module):
             return self.prefix([groups[n] for n in names], [masks[n] for n in names],
                                [gates[n] for n in names])
         names = list(fused)
-        memory = [fused[n] for n in names]
-        memory_mask = [masks[n] for n in names]
         gate = [gates[n] if gates[n] is not None else torch.zeros_like(masks[n], dtype=views["frame"].dtype)
                 for n in names]
-        if self.cfg.fusion.prefix_reads_patches:
-            b, v, t, p, d = views["patch"].shape
-            memory.append(views["patch"].reshape(b, v * t * p, d))
-            memory_mask.append(views["frame_mask"].unsqueeze(-1).expand(b, v, t, p).reshape(b, -1))
-            frame_gate = gate[names.index("frame")].view(b, v, t, 1)
-            gate.append(frame_gate.expand(b, v, t, p).reshape(b, -1))
-        prefix = self.prefix(torch.cat(memory, 1), torch.cat(memory_mask, 1), torch.cat(gate, 1))
+        prefix = self.prefix(torch.cat([fused[n] for n in names], 1), torch.cat([masks[n] for n in names], 1),
+                             torch.cat(gate, 1))
         if self.summary is None:
             return prefix
         # The bag-of-frames tokens first: a shallow path to the LM.

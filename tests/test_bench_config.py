@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bench.config import ConfigError, load_config, save_config
+from bench.config import ConfigError, load_config, save_config, to_dict
 
 
 @dataclass
@@ -66,3 +66,16 @@ def test_base_file_is_merged_under(tmp_path):
     (tmp_path / "child.yaml").write_text("_base_: base.yaml\ninner:\n  depth: 1\n")
     cfg = load_config(Outer, tmp_path / "child.yaml")
     assert cfg.seed == 3 and cfg.inner.depth == 1 and cfg.inner.kind == "b"
+
+
+@dataclass
+class WithRetired:
+    RETIRED_KEYS = {"old": (False, "no gain")}  # a class attribute, not a field
+    depth: int = 2
+
+
+def test_a_retired_key_loads_only_at_its_old_default(tmp_path):
+    assert load_config(WithRetired, None, ["old=false", "depth=3"]) == WithRetired(depth=3)
+    with pytest.raises(ConfigError, match=r"old: this option was removed \(no gain\); only False"):
+        load_config(WithRetired, None, ["old=true"])
+    assert "old" not in to_dict(WithRetired())

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
-from bench.config import to_dict
+from bench.config import ConfigError, to_dict
 from training.config import TrainConfig, load_train_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,3 +54,10 @@ def test_defaults_are_the_shipped_model():
     assert (ROOT / cfg.model.backbone.pretrained / "open_clip_config.json").is_file()
     assert cfg.model.fusion.summary_tokens and cfg.model.dropout == 0.0
     assert (cfg.optim.lr, cfg.data.batch_size, cfg.loss.identity) == (5e-4, 16, 0.1)
+
+
+def test_removed_option_still_loads_from_old_run_configs():
+    # Configs stored in runs and checkpoints before fusion.prefix_reads_patches was removed.
+    assert load_train_config(None, ["model.fusion.prefix_reads_patches=false"]) == TrainConfig()
+    with pytest.raises(ConfigError, match="model.fusion.prefix_reads_patches: this option was removed"):
+        load_train_config(None, ["model.fusion.prefix_reads_patches=true"])

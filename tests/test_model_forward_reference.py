@@ -45,7 +45,6 @@ def _cases() -> dict[str, ModelConfig]:
         "projected": with_(with_(tiny, "entity", project=True), "fusion", summary_tokens=True),
         "projected_no_attention": with_(tiny, "entity", project=True, attention=False),
         "no_label_ids_no_roles": with_(tiny, "entity", label_token_ids=None, mark_roles=False),
-        "prefix_reads_patches": with_(tiny, "fusion", prefix_reads_patches=True),
         "prefix_after_prompt_off": with_(tiny, "lm", prefix_after_prompt=False, option_match=False),
     }
 
