@@ -32,6 +32,10 @@ class BackboneConfig:
     and the probes of both towers: docs/experiments.md.
     """
 
+    RANGES: ClassVar[dict] = {"embed_dim": ">= 0", "image_size": ">= 1", "pixel_cells": ">= 0", "pool_grid": ">= 1",
+                              "std": "> 0"}
+
+
     arch: str = "synthclip-s16"  # open_clip model name (a label when vision_cfg or a local folder is given)
     vision_cfg: Optional[dict[str, Any]] = None  # custom open_clip CLIPVisionCfg dict (tests), random init
     embed_dim: int = 0  # pooled width for a custom vision_cfg (0: vision width)
@@ -60,6 +64,9 @@ class BackboneConfig:
 class CameraConfig:
     """Camera-aware embedding of patches, views and entities (Pluecker rays + floor points)."""
 
+    RANGES: ClassVar[dict] = {"world_scale": "> 0", "floor_clip": "> 0", "hidden": ">= 1"}
+
+
     enabled: bool = True  # off: no ray embedding, no geometric entity bias (ablation)
     world_scale: float = 1.0  # metres per canonical unit; floor points are divided by it
     floor_clip: float = 8.0  # clamp floor (x, y) to +-this (canonical units): grazing rays
@@ -69,6 +76,10 @@ class CameraConfig:
 @dataclass
 class EntityConfig:
     """Entity tokens from mark boxes and the cross-view entity attention over them."""
+
+    RANGES: ClassVar[dict] = {"roi_size": ">= 1", "max_label": ">= 1", "layers": ">= 0", "num_slots": ">= 1",
+                              "slot_layers": ">= 0", "identity_dim": ">= 1"}
+
 
     attention: bool = True  # off: no geometric entity transformer, no scene slots (ablation)
     roi_size: int = 2  # RoIAlign output side; 2x2 separates shirt (top) from trousers (bottom)
@@ -93,6 +104,8 @@ class EntityConfig:
 class FusionConfig:
     """Fusion transformer over question tokens, entity slots/tokens and view tokens."""
 
+    RANGES: ClassVar[dict] = {"layers": ">= 0", "max_question_len": ">= 1", "prefix_tokens": ">= 1",
+                              "prefix_layers": ">= 0"}
     RETIRED_KEYS: ClassVar[dict[str, tuple[Any, str]]] = {
         # Prefix slots that also read every patch token drowned the entity tokens: val MVN(+0)
         # stayed at chance (docs/experiments.md). Older run configs carry it as false.
@@ -120,6 +133,10 @@ class EvidenceConfig:
 class LanguageHeadConfig:
     """Causal LM scoring each option's text after [prefix | prompt]."""
 
+    RANGES: ClassVar[dict] = {"vocab_size": ">= 1", "pad_id": ">= 0", "layers": ">= 0", "heads": ">= 1",
+                              "width": ">= 0", "max_positions": ">= 1"}
+
+
     vocab_size: int = 49408  # open_clip SimpleTokenizer vocabulary (training/text.py)
     lm_path: Optional[str] = None  # local pretrained causal LM folder (own HF tokenizer); None: GPT-2
     gguf_file: Optional[str] = None  # GGUF file name inside lm_path, if the LM is stored as GGUF
@@ -139,6 +156,10 @@ class LanguageHeadConfig:
 @dataclass
 class ModelConfig:
     """The whole cross-view model. Feature widths must match the cached backbone features."""
+
+    RANGES: ClassVar[dict] = {"d_model": ">= 1", "heads": ">= 1", "mlp_ratio": "> 0", "dropout": "[0, 1)",
+                              "patch_dim": ">= 1", "pooled_dim": ">= 1", "time_scale": "> 0"}
+
 
     d_model: int = 128  # width of every internal token
     heads: int = 4  # attention heads of internal blocks

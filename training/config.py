@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from bench.config import ConfigError, load_config
 from model.config import ModelConfig
@@ -20,6 +20,9 @@ from model.config import ModelConfig
 
 @dataclass
 class DataConfig:
+    RANGES: ClassVar[dict] = {"batch_size": ">= 1", "eval_batch_size": ">= 1", "num_workers": ">= 0",
+                              "limit_train": ">= 0", "limit_val": ">= 0"}
+
     bench_dir: str = "data/synth-default"  # holds train/, val/, test/ benchmark folders
     generate_config: str | None = "configs/bench/default.yaml"  # generated into bench_dir if missing
     cache_dir: str = "data/cache"  # backbone feature cache (shared by every run)
@@ -34,6 +37,9 @@ class DataConfig:
 @dataclass
 class AugmentConfig:
     """Training-time view-set augmentation: how the model learns to ignore redundant views."""
+
+    RANGES: ClassVar[dict] = {"p_extra": "[0, 1]", "max_extra": ">= 0", "p_drop": "[0, 1]"}
+
     p_extra: float = 0.5  # chance to add 1..max extra views from the sample's pool
     max_extra: int = 3  # most extra views added
     p_drop: float = 0.0  # chance to drop one necessary view of an MVN sample (answer loss masked)
@@ -42,6 +48,8 @@ class AugmentConfig:
 
 @dataclass
 class LossConfig:
+    RANGES: ClassVar[dict] = {"answer": ">= 0", "evidence": ">= 0", "entity_evidence": ">= 0", "identity": ">= 0"}
+
     answer: float = 1.0  # weight of the option cross-entropy
     evidence: float = 0.2  # weight of the (view, frame) evidence BCE
     entity_evidence: float = 0.1  # weight of the per-mark evidence BCE
@@ -50,6 +58,9 @@ class LossConfig:
 
 @dataclass
 class OptimConfig:
+    RANGES: ClassVar[dict] = {"lr": "> 0", "weight_decay": ">= 0", "betas": "[0, 1)", "warmup_frac": "[0, 1]",
+                              "min_lr_frac": "[0, 1]"}
+
     lr: float = 5e-4  # peak AdamW learning rate; 1e-3 kept the answer loss at ln 4 until epoch 5,
     #   5e-4 broke out at epoch 3-4 and ended higher (docs/experiments.md)
     weight_decay: float = 0.01
@@ -61,6 +72,11 @@ class OptimConfig:
 @dataclass
 class TrainerConfig:
     """Passed to lightning.Trainer; DDP / multi-node runs set strategy, devices, num_nodes."""
+
+    RANGES: ClassVar[dict] = {"max_epochs": ">= 1", "num_nodes": ">= 1", "gradient_clip_val": ">= 0",
+                              "log_every_n_steps": ">= 1", "check_val_every_n_epoch": ">= 1",
+                              "limit_train_batches": "> 0"}
+
     max_epochs: int = 8  # the answer loss sits at ln 4 for about 4 epochs, then the cross-view
     #   pointer clicks in; 8 leave 3-4 epochs after that (docs/experiments.md)
     accelerator: str = "auto"  # "cpu", "gpu", "auto"
@@ -88,6 +104,8 @@ class EvalConfig:
 
 @dataclass
 class TrainConfig:
+    RANGES: ClassVar[dict] = {"seed": ">= 0"}
+
     seed: int = 0  # seeds data order, augmentation and initialisation
     run_name: str = ""  # checkpoints/<run_name>; empty: derived from the config name and time
     out_dir: str = "checkpoints"
