@@ -68,7 +68,7 @@ def test_forward_reproduces_the_stored_outputs(name):
     assert sorted(out) == sorted(stored["outputs"])
     for key, ref in stored["outputs"].items():
         assert out[key].dtype == ref.dtype and out[key].shape == ref.shape, key
-        torch.testing.assert_close(out[key], ref, rtol=0, atol=1e-6, msg=lambda m: f"{name}: {key}: {m}")
+        torch.testing.assert_close(out[key], ref, rtol=0, atol=1e-6, msg=lambda m, k=key: f"{name}: {k}: {m}")
 
 
 def write_reference() -> None:
