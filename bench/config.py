@@ -8,10 +8,17 @@ Overrides use dotted paths for nested fields: ``model.fusion.depth=4``. Values a
 as YAML scalars (``true``, ``3``, ``1e-3``, ``[1, 2]``, ``null``) and then type-checked.
 ``parse_key_value`` is the project's one ``key=value`` parser (overrides here, the evaluator's
 ``--model-arg``, ``bench import hf --map``).
+
+A config dataclass states the allowed range of its numeric fields in a class attribute,
+``RANGES = {"lr": "> 0", "p_drop": "[0, 1]", "frames": (">= 7", "why")}``: a value outside
+it fails at load time, naming the dotted key and the range (each item of a list field is
+checked; None passes).
 """
 from __future__ import annotations
 
 import dataclasses
+import operator
+import re
 import types
 import typing
 from pathlib import Path
@@ -134,9 +141,22 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
 
 
 def from_dict(cls: type[T], data: dict, path: str = "") -> T:
-    """Build dataclass ``cls`` from a mapping; unknown keys and bad types raise ConfigError."""
+    """Build dataclass ``cls`` from a mapping; unknown keys and bad types raise ConfigError.
+
+    A removed option stays readable where it is set to the value it defaulted to (so the
+    configs stored in older runs and checkpoints still load): ``cls.RETIRED_KEYS`` maps its
+    name to that value and the reason it went. Any other value of it is an error.
+    """
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    retired = getattr(cls, "RETIRED_KEYS", {})
+    if any(key in retired for key in data):
+        data = dict(data)
+        for key, (value, why) in retired.items():
+            if key in data and data.pop(key) != value:
+                where = f"{path}.{key}" if path else key
+                raise ConfigError(f"{where}: this option was removed ({why}); only {value!r}, what it "
+                                  "did by default, is still accepted")
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = path or cls.__name__
@@ -147,7 +167,50 @@ def from_dict(cls: type[T], data: dict, path: str = "") -> T:
     kwargs = {}
     for name, value in data.items():
         kwargs[name] = _coerce(value, hints[name], f"{path}.{name}" if path else name)
-    return cls(**kwargs)
+    cfg = cls(**kwargs)
+    if not path:  # the whole config is built: check every range once, with full dotted keys
+        check_ranges(cfg)
+    return cfg
+
+
+_BOUND = re.compile(r"^(>=|<=|>|<)\s*(\S+)$")
+_INTERVAL = re.compile(r"^([\[(])\s*([^,]+?)\s*,\s*([^\])]+?)\s*([\])])$")
+_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+
+
+def in_range(value: float, spec: str) -> bool:
+    """Whether ``value`` lies in ``spec``: "> 0", ">= 1", "<= 5", "[0, 1]", "(0, 1]", "[0, 1)"."""
+    spec = spec.strip()
+    bound = _BOUND.match(spec)
+    if bound:
+        return _OPS[bound.group(1)](value, float(bound.group(2)))
+    interval = _INTERVAL.match(spec)
+    if not interval:
+        raise ValueError(f"not a range: {spec!r}")
+    left, low, high, right = interval.groups()
+    return ((value >= float(low)) if left == "[" else (value > float(low))) and \
+        ((value <= float(high)) if right == "]" else (value < float(high)))
+
+
+def check_ranges(cfg: Any, path: str = "") -> None:
+    """Raise ConfigError for the first field of ``cfg`` (a dataclass, nested ones included)
+    outside the range its class's ``RANGES`` states; the message names the dotted key."""
+    ranges = getattr(type(cfg), "RANGES", {})
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        key = f"{path}.{f.name}" if path else f.name
+        if dataclasses.is_dataclass(value):
+            check_ranges(value, key)
+            continue
+        if f.name not in ranges or value is None:
+            continue
+        spec, why = ranges[f.name] if isinstance(ranges[f.name], tuple) else (ranges[f.name], "")
+        items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
+        for i, item in items:
+            if not in_range(item, spec):
+                name = key if i is None else f"{key}[{i}]"
+                raise ConfigError(f"{name}: {item!r} is out of range; allowed: {spec}"
+                                  + (f" ({why})" if why else ""))
 
 
 def to_dict(cfg: Any) -> dict:

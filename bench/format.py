@@ -200,8 +200,8 @@ def _build_sample(d: dict) -> Sample:
         subset=d.get("subset"), axis=d.get("axis"), granularity=d.get("granularity"), scene=d.get("scene"),
         distractors=dict(d.get("distractors") or {}),
         evidence=[EvidenceSpan(view_id=e["view_id"], t_start=float(e["t_start"]), t_end=float(e["t_end"]),
-                               entities=list(e.get("entities") or [])) for e in d.get("evidence") or []],
-        marks=[Mark(view_id=m["view_id"], t=float(m.get("t", 0.0)), entity=m["entity"], label=str(m["label"]),
+                               entities=[int(x) for x in e.get("entities") or []]) for e in d.get("evidence") or []],
+        marks=[Mark(view_id=m["view_id"], t=float(m.get("t", 0.0)), entity=int(m["entity"]), label=str(m["label"]),
                     box=[float(x) for x in m["box"]]) for m in d.get("marks") or []],
         meta=dict(d.get("meta") or {}),
     )

@@ -1,16 +1,22 @@
 """CrossViewModel: cached backbone features of a set of views -> option scores.
 
-views -> ViewEncoder (patch + camera + time tokens, one token per frame)
-marks -> EntityTokenizer -> EntityAttention (geometry-biased, scene slots)     [switch]
-      (+ each mark projected into the other calibrated views: "projected" tokens)
-[question | frames | entities | slots] -> FusionTransformer                    [switch]
-fused frames / entities -> EvidenceHead -> gate on what the prefix reads        [switch]
-learned prefix slots read the fused set -> LanguageHead scores option texts
+forward runs these stages (methods of CrossViewModel), in order:
+  encode_views      patch tokens + image position + camera rays + time; one token per frame
+  encode_entities   one token per mark (RoIAlign + box + label + role + geometry)
+                    (+ each mark projected into the other calibrated views)     [entity.project]
+  attend_entities   geometry-biased entity transformer + scene slots           [entity.attention]
+  token_groups      the token set by type: frames, entities, projected, slots
+  fuse              fusion transformer over [question | frames | entities | slots]  [fusion.enabled]
+  score_evidence    relevance of every frame and mark; gates on what the prefix reads  [evidence.gating]
+  read_prefix       learned prefix slots read the fused set (+ summary tokens), or the
+                    bag of frames when fusion is off                           [fusion.summary_tokens]
+  language_head     scores each option's text after [prompt | prefix]
+  entity_outputs    identity embeddings, slot assignment and token bookkeeping for the losses
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -114,94 +120,144 @@ class CrossViewModel(nn.Module):
                 softmax (rows 0 at padding). Only when entity attention is on.
             prefix (B, K, W): the LM prefix embeddings.
         """
-        cfg = self.cfg
+        views = self.encode_views(batch)
+        entities, projected = self.encode_entities(views, batch)
+        attended = self.attend_entities(entities, projected)
+        groups, masks = self.token_groups(views, entities, projected, attended)
+        fused, masks = self.fuse(groups, masks, batch)
+        evidence, gates = self.score_evidence(views, fused, entities["mask"])
+        prefix = self.read_prefix(views, groups, fused, masks, gates)
+        scores = self.language_head(prefix, batch["prompt_ids"], batch["prompt_mask"],
+                                    batch["option_ids"], batch["option_mask"], batch["option_valid"])
+        return {**scores, **self.entity_outputs(views, entities, attended, batch),
+                "evidence_logits": evidence["frame"],
+                "entity_evidence_logits": evidence["entity"].view(batch["mark_mask"].shape),
+                "prefix": prefix}
+
+    # The stages of forward, in order.
+
+    def encode_views(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """ViewEncoder: patch tokens with image position, camera rays and time; one token per
+        frame. Adds "frame_mask" (B, V, T): a real frame of a real view."""
         views = self.view_encoder(batch)
-        b, v, t, p, d = views["patch"].shape
-        frame_mask = batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+        views["frame_mask"] = batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+        return views
+
+    def encode_entities(self, views: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
+                        ) -> Tuple[Dict[str, torch.Tensor], Optional[Dict[str, torch.Tensor]]]:
+        """One token per mark (EntityTokenizer), and, with entity.project and cameras, one
+        "projected" token per mark and other calibrated view (else None)."""
         label_prior = self.label_prior()
         entities = self.entity_tokenizer(views["patch"], views["grid"], batch, views["offset"],
                                          label_prior)
-        entity_mask = entities["mask"]
-        n_entity = entity_mask.shape[1]
         projected = None
-        if cfg.entity.project and cfg.camera.enabled:
+        if self.cfg.entity.project and self.cfg.camera.enabled:
             projected = self.entity_tokenizer.project(views["patch"], views["grid"], batch,
                                                       views["offset"], label_prior)
-        out: Dict[str, torch.Tensor] = {}
-        slots = None
-        entity_tokens = entities["tokens"]
-        projected_tokens = None if projected is None else projected["tokens"]
-        if self.entity_attention is not None:
-            joint = entities if projected is None else {
-                key: torch.cat([entities[key], projected[key]], 1)
-                for key in ("tokens", "mask", "floor_xy", "floor_ok", "index")}
-            attended = self.entity_attention(joint)
-            entity_tokens, slots = attended["tokens"][:, :n_entity], attended["slots"]
-            if projected is not None:
-                projected_tokens = attended["tokens"][:, n_entity:]
-            assign = attended["assign_logits"][:, :n_entity]
-            out["entity_assign_logits"] = assign
-            out["entity_attn"] = assign.softmax(-1) * entity_mask.unsqueeze(-1)
-        out["entity_embed"] = F.normalize(self.identity(entity_tokens), dim=-1) * entity_mask.unsqueeze(-1)
+        return entities, projected
 
-        frames = views["frame"].reshape(b, v * t, d)
-        flat_frame_mask = frame_mask.reshape(b, v * t)
-        groups = {"frame": frames, "entity": entity_tokens}
-        masks = {"frame": flat_frame_mask, "entity": entity_mask}
-        if projected_tokens is not None:
-            groups["projected"] = projected_tokens
+    def attend_entities(self, entities: Dict[str, torch.Tensor],
+                        projected: Optional[Dict[str, torch.Tensor]]) -> Dict[str, Optional[torch.Tensor]]:
+        """The geometry-biased entity transformer with scene slots over mark (and projected)
+        tokens. Returns "tokens", "projected" (or None), "slots" and "assign_logits" (both
+        None when entity attention is off: the tokens pass through unchanged)."""
+        attended = {"tokens": entities["tokens"], "slots": None, "assign_logits": None,
+                    "projected": None if projected is None else projected["tokens"]}
+        if self.entity_attention is None:
+            return attended
+        n_entity = entities["mask"].shape[1]
+        joint = entities if projected is None else {
+            key: torch.cat([entities[key], projected[key]], 1)
+            for key in ("tokens", "mask", "floor_xy", "floor_ok", "index")}
+        out = self.entity_attention(joint)
+        attended.update(tokens=out["tokens"][:, :n_entity], slots=out["slots"],
+                        assign_logits=out["assign_logits"][:, :n_entity])
+        if projected is not None:
+            attended["projected"] = out["tokens"][:, n_entity:]
+        return attended
+
+    def token_groups(self, views: Dict[str, torch.Tensor], entities: Dict[str, torch.Tensor],
+                     projected: Optional[Dict[str, torch.Tensor]], attended: Dict[str, Optional[torch.Tensor]]
+                     ) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor]]:
+        """The token set the prefix is read from, by type: "frame" (B, V*T, D), "entity",
+        "projected" and "slot" when present; and their masks."""
+        b, v, t, d = views["frame"].shape
+        groups = {"frame": views["frame"].reshape(b, v * t, d), "entity": attended["tokens"]}
+        masks = {"frame": views["frame_mask"].reshape(b, v * t), "entity": entities["mask"]}
+        if attended["projected"] is not None:
+            groups["projected"] = attended["projected"]
             masks["projected"] = projected["mask"]
+        slots = attended["slots"]
         if slots is not None:
             groups["slot"] = slots
             masks["slot"] = torch.ones(slots.shape[:2], dtype=torch.bool, device=slots.device)
-        unfused = [groups["frame"], groups["entity"]]  # what the summary tokens pool
-        if self.fusion is not None:
-            groups["question"] = self.token_proj(self.language_head.embed(batch["prompt_ids"]))
-            masks["question"] = batch["prompt_mask"]
-            groups = self.fusion(groups, masks)
+        return groups, masks
 
-        evidence = self.evidence(groups["frame"].view(b, v, t, d), frame_mask,
-                                 groups["entity"], entity_mask)
-        gates = {name: None for name in groups}
-        if cfg.evidence.gating:
+    def fuse(self, groups: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
+             batch: Dict[str, torch.Tensor]) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor]]:
+        """The fusion transformer over the question tokens and every group (a no-op when
+        fusion is off). Returns the fused groups (with "question") and their masks."""
+        if self.fusion is None:
+            return groups, masks
+        question = self.token_proj(self.language_head.embed(batch["prompt_ids"]))
+        groups = {**groups, "question": question}
+        masks = {**masks, "question": batch["prompt_mask"]}
+        return self.fusion(groups, masks), masks
+
+    def score_evidence(self, views: Dict[str, torch.Tensor], fused: Dict[str, torch.Tensor],
+                       entity_mask: torch.Tensor
+                       ) -> Tuple[Dict[str, torch.Tensor], Dict[str, Optional[torch.Tensor]]]:
+        """Relevance of every frame and mark (EvidenceHead), and the gates (additive
+        attention biases <= 0, or None) they put on what the prefix reads, per group."""
+        b, v, t, d = views["frame"].shape
+        evidence = self.evidence(fused["frame"].view(b, v, t, d), views["frame_mask"],
+                                 fused["entity"], entity_mask)
+        gates: Dict[str, Optional[torch.Tensor]] = {name: None for name in fused}
+        if self.cfg.evidence.gating:
             gates["frame"] = gate_bias(evidence["frame"]).reshape(b, v * t)
             gates["entity"] = gate_bias(evidence["entity"])
+        return evidence, gates
 
-        if self.fusion is not None:
-            names = list(groups)
-            memory = [groups[n] for n in names]
-            memory_mask = [masks[n] for n in names]
-            gate = [gates[n] if gates[n] is not None else torch.zeros_like(masks[n], dtype=frames.dtype)
-                    for n in names]
-            if cfg.fusion.prefix_reads_patches:
-                memory.append(views["patch"].reshape(b, v * t * p, d))
-                memory_mask.append(frame_mask.unsqueeze(-1).expand(b, v, t, p).reshape(b, -1))
-                frame_gate = gate[names.index("frame")].view(b, v, t, 1)
-                gate.append(frame_gate.expand(b, v, t, p).reshape(b, -1))
-            prefix = self.prefix(torch.cat(memory, 1), torch.cat(memory_mask, 1), torch.cat(gate, 1))
-            if self.summary is not None:  # the bag-of-frames tokens first: a shallow path to the LM
-                summary = self.summary(unfused, [masks["frame"], masks["entity"]],
-                                       [gates["frame"], gates["entity"]])
-                prefix = torch.cat([summary, prefix], 1)
-        else:
-            names = ["frame", "slot" if slots is not None else "entity"]
-            prefix = self.prefix([groups[n] for n in names], [masks[n] for n in names],
-                                 [gates[n] for n in names])
+    def read_prefix(self, views: Dict[str, torch.Tensor], groups: Dict[str, torch.Tensor],
+                    fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
+                    gates: Dict[str, Optional[torch.Tensor]]) -> torch.Tensor:
+        """The LM prefix (B, K, W). With fusion: learned slots read every fused token (gated),
+        after the summary tokens (the bag of unfused frame and entity tokens) if configured.
+        Without: the bag of frames (BagOfFramesPrefix over frames and slots or entities)."""
+        if self.fusion is None:
+            names = ["frame", "slot" if "slot" in groups else "entity"]
+            return self.prefix([groups[n] for n in names], [masks[n] for n in names],
+                               [gates[n] for n in names])
+        names = list(fused)
+        gate = [gates[n] if gates[n] is not None else torch.zeros_like(masks[n], dtype=views["frame"].dtype)
+                for n in names]
+        prefix = self.prefix(torch.cat([fused[n] for n in names], 1), torch.cat([masks[n] for n in names], 1),
+                             torch.cat(gate, 1))
+        if self.summary is None:
+            return prefix
+        # The bag-of-frames tokens first: a shallow path to the LM.
+        summary = self.summary([groups["frame"], groups["entity"]], [masks["frame"], masks["entity"]],
+                               [gates["frame"], gates["entity"]])
+        return torch.cat([summary, prefix], 1)
 
-        out.update(self.language_head(prefix, batch["prompt_ids"], batch["prompt_mask"],
-                                      batch["option_ids"], batch["option_mask"],
-                                      batch["option_valid"]))
-        m = batch["mark_boxes"].shape[3]
-        out.update({
-            "evidence_logits": evidence["frame"],
-            "entity_evidence_logits": evidence["entity"].view(b, v, t, m),
-            "entity_identity": out["entity_embed"].view(b, v, t, m, -1),
+    def entity_outputs(self, views: Dict[str, torch.Tensor], entities: Dict[str, torch.Tensor],
+                       attended: Dict[str, Optional[torch.Tensor]], batch: Dict[str, torch.Tensor]
+                       ) -> Dict[str, torch.Tensor]:
+        """What the entity losses read: identity embeddings, token index / mask / floor
+        points, and the slot assignment when entity attention is on."""
+        mask = entities["mask"]
+        embed = F.normalize(self.identity(attended["tokens"]), dim=-1) * mask.unsqueeze(-1)
+        out = {
+            "entity_embed": embed,
+            "entity_identity": embed.view(*batch["mark_mask"].shape, -1),
             "entity_token_index": entities["index"],
-            "entity_token_mask": entity_mask,
+            "entity_token_mask": mask,
             "entity_floor_xy": entities["floor_xy"],
             "entity_floor_ok": entities["floor_ok"],
-            "prefix": prefix,
-        })
+        }
+        if attended["assign_logits"] is not None:
+            out["entity_assign_logits"] = attended["assign_logits"]
+            out["entity_attn"] = attended["assign_logits"].softmax(-1) * mask.unsqueeze(-1)
         return out
 
 

@@ -81,7 +81,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     default = ModelConfig()
-    grid = default.backbone.image_size // 32  # ViT-S-32: one token per 32-px patch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grid = build_backbone(default.backbone).grid_size[0]  # the default tower's patch grid
     results = {
         "torch_threads": args.threads,
         "configs": [

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bench.config import ConfigError, load_config, save_config
+from bench.config import ConfigError, load_config, save_config, to_dict
 
 
 @dataclass
@@ -91,3 +91,16 @@ def test_one_key_value_parser_for_overrides_model_args_and_maps():
                    "ERROR --model-arg '=2': expected key=value"])
     assert parse_map(["task= category ", "images", "task="]) == (
         {"task": "category"}, ["ERROR --map 'images': expected field=column", "ERROR --map 'task=': expected field=column"])
+
+
+@dataclass
+class WithRetired:
+    RETIRED_KEYS = {"old": (False, "no gain")}  # a class attribute, not a field
+    depth: int = 2
+
+
+def test_a_retired_key_loads_only_at_its_old_default(tmp_path):
+    assert load_config(WithRetired, None, ["old=false", "depth=3"]) == WithRetired(depth=3)
+    with pytest.raises(ConfigError, match=r"old: this option was removed \(no gain\); only False"):
+        load_config(WithRetired, None, ["old=true"])
+    assert "old" not in to_dict(WithRetired())

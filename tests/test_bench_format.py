@@ -95,6 +95,17 @@ BAD_CASES = [
     (_set("0.answer", _DELETE), "s000-svs", "answer", "missing"),
     (_set("0.colour", "red"), "s000-svs", "colour", "unknown field"),
     (_set("0.views.0.frames", []), "s000-svs", "views[0].frames", "non-empty"),
+    # Misspelt keys at any depth are errors (they used to validate and be dropped on loading).
+    (_set("0.evidence.0.entites", [1]), "s000-svs", "evidence[0].entites", "unknown field"),
+    (_set("1.marks.0.colour", "red"), "s000-mvn", "marks[0].colour", "unknown field"),
+    (_set("0.views.1.camera.k", [[1, 0, 0]]), "s000-svs", "views[1].camera.k", "unknown field"),
+    (_set("0.views.0.frames.0.time", 0.0), "s000-svs", "views[0].frames[0].time", "unknown field"),
+    (_set("0.views.0.frames.0.image", _DELETE), "s000-svs", "views[0].frames[0].image", "missing"),
+    (_set("1.marks.0.entity", "p1"), "s000-mvn", "marks[0].entity", "integer entity id"),
+    (_set("0.evidence.0.entities", [1.5]), "s000-svs", "evidence[0].entities[0]", "not of type 'integer'"),
+    (_set("0.distractors", {"a": "naive_sum"}), "s000-svs", "distractors.a", "not an option letter"),
+    (_set("0.views.1.camera.K", [[1, 0, 0], [0, 1], [0, 0, 1]]), "s000-svs", "views[1].camera.K[1]", "3 numbers"),
+    (_set("0.meta", []), "s000-svs", "meta", "must be an object"),
 ]
 
 
@@ -153,3 +164,30 @@ def test_stats_and_schema_commands(tiny_bench, capsys):
     schema = json.loads(capsys.readouterr().out)
     sample = schema["$defs"]["sample"]
     assert set(sample["required"]) >= {"id", "question", "options", "answer", "views", "gt_views"}
+
+
+def test_the_printed_schema_is_what_the_loader_enforces(tiny_bench, capsys):
+    import jsonschema
+
+    assert bench_main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    data = json.loads((tiny_bench / "benchmark.json").read_text())
+    jsonschema.validate(data, schema)
+    data["samples"][0]["evidence"][0]["entites"] = [1]
+    with pytest.raises(jsonschema.ValidationError, match="entites"):
+        jsonschema.validate(data["samples"][0], schema["$defs"]["sample"])
+
+
+def test_every_problem_of_a_sample_in_one_pass(tmp_path):
+    root = make_tiny_benchmark(tmp_path / "b", n_scenes=1)
+
+    def edit(samples):
+        samples[0]["evidence"][0]["entites"] = [1]
+        samples[0]["answer"] = "b"
+        samples[1]["marks"][0]["colour"] = "red"
+    _rewrite(root, edit)
+    with pytest.raises(BenchmarkError) as info:
+        load_benchmark(root)
+    named = {(p.sample, p.field) for p in info.value.problems}
+    assert {("s000-svs", "evidence[0].entites"), ("s000-svs", "answer"), ("s000-mvn", "marks[0].colour")} <= named

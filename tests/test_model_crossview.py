@@ -83,7 +83,7 @@ SWITCHES = {
     "entity_attention": (lambda c: dataclasses.replace(c, entity=dataclasses.replace(c.entity, attention=False)),
                          ["entity_attention."]),
     "fusion": (lambda c: dataclasses.replace(c, fusion=dataclasses.replace(c.fusion, enabled=False)),
-               ["fusion.", "prefix.reader."]),
+               ["fusion.", "prefix.reader.", "summary."]),  # summary tokens exist only with fusion
     "gating": (lambda c: dataclasses.replace(c, evidence=dataclasses.replace(c.evidence, gating=False)), []),
 }
 

@@ -6,6 +6,9 @@ comment saying what it controls. Sizes are in metres, angles in degrees, images 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
+
+from bench.config import ConfigError, check_ranges
 
 ALL_TASKS = [
     "dedup_count", "identity_match", "person_object_contact",
@@ -20,6 +23,11 @@ TEMPORAL_TASKS = [
 
 @dataclass
 class SceneConfig:
+    RANGES: ClassVar[dict] = {"min_persons": ">= 1", "max_persons": ">= 1", "object_weights": ">= 0",
+                              "min_cameras": ">= 1", "max_cameras": ">= 1", "scene_radius": "> 0",
+                              "shared_shirt_prob": "[0, 1]", "hat_prob": "[0, 1]", "min_height": "> 0",
+                              "max_height": "> 0", "cluster_prob": "[0, 1]"}
+
     min_persons: int = 2          # people per scene, inclusive range
     max_persons: int = 8
     object_weights: list[float] = field(default_factory=lambda: [0.04, 0.06, 0.1, 0.2, 0.3, 0.3])
@@ -36,6 +44,9 @@ class SceneConfig:
 
 @dataclass
 class CameraConfig:
+    RANGES: ClassVar[dict] = {"min_radius": "> 0", "max_radius": "> 0", "min_fov": "(0, 180)", "max_fov": "(0, 180)",
+                              "aim_jitter": ">= 0", "yaw_jitter": ">= 0"}
+
     min_radius: float = 3.2       # camera distance from the scene centre
     max_radius: float = 4.8
     min_elevation: float = 0.8    # camera height above the floor
@@ -48,6 +59,8 @@ class CameraConfig:
 
 @dataclass
 class RenderConfig:
+    RANGES: ClassVar[dict] = {"width": ">= 1", "height": ">= 1", "ambient": "[0, 1]"}
+
     width: int = 224
     height: int = 224
     light_azimuth: float = 35.0   # directional light for Lambert shading
@@ -57,6 +70,10 @@ class RenderConfig:
 
 @dataclass
 class ObserveConfig:
+    RANGES: ClassVar[dict] = {"min_entity_frac": "[0, 1]", "min_entity_px": ">= 0", "min_part_px": ">= 0",
+                              "min_part_visible": "[0, 1]", "gap_px": ">= 0", "confirm_angle": "[0, 180]",
+                              "min_separated_frac": "[0, 1]"}
+
     min_entity_frac: float = 0.0006  # visible if its pixels >= this share of the image ...
     min_entity_px: int = 4           # ... and at least this many pixels
     min_part_px: int = 3             # a body part is visible with this many pixels ...
@@ -68,12 +85,17 @@ class ObserveConfig:
 
 @dataclass
 class OptionConfig:
+    RANGES: ClassVar[dict] = {"none_share": "[0, 1]"}
+
     mode: str = "ssmn"            # "ssmn": 4 options A-D; "cvbench": A-D plus "None of the above" as E
     none_share: float = 0.2       # cvbench: share of questions whose answer is "None of the above"
 
 
 @dataclass
 class TaskConfig:
+    RANGES: ClassVar[dict] = {"per_scene": ">= 1", "value_cap": "> 0", "major_value_share": "[0, 1]",
+                              "max_task_share": "(0, 1]", "mvn_extra_views": ">= 0", "svs_extra_views": ">= 0"}
+
     enabled: list[str] = field(default_factory=lambda: list(ALL_TASKS))
     per_scene: int = 2            # verified questions kept per task and scene (before balancing)
     value_cap: float = 1.0        # an answer value may appear at most this times the rarest common value
@@ -85,6 +107,15 @@ class TaskConfig:
 
 @dataclass
 class TemporalConfig:
+    RANGES: ClassVar[dict] = {
+        "n_scenes": ">= 0", "frame_dt": "> 0", "min_persons": ">= 1", "max_persons": ">= 1", "cameras": ">= 1",
+        "object_weights": ">= 0", "area_radius": "> 0", "panels": ">= 0", "cross_margin": ">= 0",
+        "place_tries": ">= 1", "per_scene": ">= 1",
+        # a hand-action script holds two actions of 2-3 frames each and a resting frame first
+        # (bench/synth/motion.py): with 6 frames or fewer the generator fails inside a worker
+        "frames": (">= 7", "two hand actions of up to 3 frames each after a resting frame"),
+    }
+
     n_scenes: int = 0             # temporal scenes over all splits (0: spatial only); T x cameras images each
     frames: int = 8               # T synchronized frames per camera
     frame_dt: float = 0.5         # seconds between frames
@@ -108,6 +139,8 @@ class TemporalConfig:
 
 @dataclass
 class SynthConfig:
+    RANGES: ClassVar[dict] = {"seed": ">= 0", "n_scenes": ">= 0", "split_fractions": "[0, 1]", "workers": ">= 0"}
+
     name: str = "synth-spatial"   # benchmark name written to benchmark.json
     seed: int = 0                 # the same seed and config give byte-identical output
     n_scenes: int = 300           # scenes over all splits
@@ -122,15 +155,22 @@ class SynthConfig:
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
 
     def __post_init__(self) -> None:
+        """Ranges (RANGES of every section) and what ties fields together; ConfigError naming the key."""
+        check_ranges(self)
         unknown = sorted(set(self.tasks.enabled) - set(ALL_TASKS))
         if unknown:
-            raise ValueError(f"unknown task(s) {unknown}; known: {ALL_TASKS}")
+            raise ConfigError(f"tasks.enabled: unknown task(s) {unknown}; known: {ALL_TASKS}")
         unknown = sorted(set(self.temporal.enabled) - set(TEMPORAL_TASKS))
         if unknown:
-            raise ValueError(f"unknown temporal task(s) {unknown}; known: {TEMPORAL_TASKS}")
-        if self.temporal.frames < 4:
-            raise ValueError("temporal.frames must be >= 4 (actions last two frames or more)")
+            raise ConfigError(f"temporal.enabled: unknown temporal task(s) {unknown}; known: {TEMPORAL_TASKS}")
         if self.options.mode not in ("ssmn", "cvbench"):
-            raise ValueError(f"options.mode must be 'ssmn' or 'cvbench', got {self.options.mode!r}")
+            raise ConfigError(f"options.mode must be 'ssmn' or 'cvbench', got {self.options.mode!r}")
         if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1.0) > 1e-6:
-            raise ValueError("split_fractions must be three numbers (train, val, test) summing to 1")
+            raise ConfigError("split_fractions must be three numbers (train, val, test) summing to 1")
+        for section, low, high in (("scene", "min_persons", "max_persons"), ("scene", "min_cameras", "max_cameras"),
+                                   ("scene", "min_height", "max_height"), ("camera", "min_radius", "max_radius"),
+                                   ("camera", "min_elevation", "max_elevation"), ("camera", "min_fov", "max_fov"),
+                                   ("temporal", "min_persons", "max_persons")):
+            lo, hi = getattr(getattr(self, section), low), getattr(getattr(self, section), high)
+            if lo > hi:
+                raise ConfigError(f"{section}.{low} ({lo}) must not exceed {section}.{high} ({hi})")
