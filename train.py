@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="configs/default.yaml", help="YAML run config")
     parser.add_argument("--resume", nargs="?", const="latest", default=None,
                         help="continue from a run folder's last.ckpt (no value: the newest run of this config)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. trainer.max_epochs=3 seed=1")
     args = parser.parse_args(argv)
 
@@ -42,9 +43,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         metrics = train(cfg, config_name=name, resume=resume)
-    except (CheckpointError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("interrupted: last.ckpt holds the last finished epoch; continue with --resume", file=sys.stderr)
+        return 130
+    except Exception as err:  # one line naming the file and what to do; the traceback with --debug
+        if args.debug:
+            raise
+        from eval.errors import describe_failure
+        message = str(err) if isinstance(err, CheckpointError) else describe_failure(err).removeprefix("ERROR ")
+        print("error: " + " ".join(message.split()), file=sys.stderr)
+        return 1
     if metrics:
         from eval.report import render_ci_table, render_cvbench_table, render_ssmn_table
         print("\nSSMNBench-style (accuracy %, by view setting):\n" + render_ssmn_table([("crossview", metrics)]))

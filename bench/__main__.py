@@ -1,4 +1,4 @@
-"""``python -m bench {validate,stats,schema,generate,check}``."""
+"""``python -m bench {validate,stats,schema,generate,check,export,import}``."""
 from __future__ import annotations
 
 import argparse
@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
         from bench.synth import cli as synth_cli
         synth_cli.add_generate_parser(sub)
         synth_cli.add_check_parser(sub)
+    from bench.transfer_cli import add_transfer_parsers
+    add_transfer_parsers(sub)
     return parser
 
 

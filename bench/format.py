@@ -220,6 +220,7 @@ def validate_benchmark(path: str | Path, check_images: bool = True) -> tuple[lis
     problems: list[Problem] = []
     records, top = _read_records(file, problems)
     checker = SampleChecker(file=file, root=root, check_images=check_images)
+    checker.prefetch_images([raw for raw, _ in records])
     samples: list[Sample] = []
     seen: dict[str, str] = {}
     for raw, where in records:

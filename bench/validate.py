@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.images import ImageInfo, inspect_images
+
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 NOTA = "none of the above"
 SAMPLE_KEYS = {
@@ -43,6 +45,24 @@ class SampleChecker:
         self.root = root.resolve()
         self.check_images = check_images
         self._image_ok: dict[str, str | None] = {}  # rel path -> None if fine, else the reason
+        self._inspected: dict[str, ImageInfo] = {}  # absolute path -> hash and decode result
+
+    def prefetch_images(self, records: list[Any]) -> None:
+        """Decode and hash every image the records name, in parallel, before the serial checks."""
+        if not self.check_images:
+            return
+        paths = []
+        for raw in records:
+            views = raw.get("views") if isinstance(raw, dict) else None
+            for view in views if isinstance(views, list) else []:
+                frames = view.get("frames") if isinstance(view, dict) else None
+                for frame in frames if isinstance(frames, list) else []:
+                    rel = frame.get("image") if isinstance(frame, dict) else None
+                    if isinstance(rel, str) and rel and not Path(rel).is_absolute():
+                        resolved = (self.root / rel).resolve()
+                        if resolved.is_relative_to(self.root) and resolved.is_file():
+                            paths.append(resolved)
+        self._inspected.update(inspect_images(paths, root=self.root))
 
     def check(self, raw: Any, where: str = "") -> list[Problem]:
         problems: list[Problem] = []
@@ -192,12 +212,11 @@ class SampleChecker:
             return None
         if not resolved.is_file():
             return f"image file not found: {rel}"
-        try:
-            from PIL import Image
-            with Image.open(resolved) as img:
-                img.verify()
-        except Exception as err:  # PIL raises many types for a broken file
-            return f"unreadable image {rel}: {type(err).__name__}: {err}"
+        info = self._inspected.get(str(resolved))
+        if info is None:
+            info = inspect_images([resolved], root=self.root)[str(resolved)]
+        if info.error:
+            return f"unreadable image {rel}: {info.error}"
         return None
 
     def _check_matrix(self, value: Any, rows: int, cols: int, path: str, bad) -> list | None:

@@ -4,8 +4,8 @@ See eval/README.md for the commands, the summary.json keys and how to add a mode
 """
 from eval.errors import EvalInputError
 from eval.report import render_cvbench_table, render_report, render_ssmn_table
-from eval.runner import evaluate
+from eval.runner import evaluate, finish
 from eval.settings import ProtocolConfig
 
-__all__ = ["EvalInputError", "ProtocolConfig", "evaluate", "render_cvbench_table", "render_report",
+__all__ = ["EvalInputError", "ProtocolConfig", "evaluate", "finish", "render_cvbench_table", "render_report",
            "render_ssmn_table"]

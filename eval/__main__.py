@@ -1,4 +1,4 @@
-"""Command line: ``python -m eval run|compare|report|models``. See eval/README.md."""
+"""Command line: ``python -m eval run|finish|compare|report|models|browse|import``. See eval/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -6,14 +6,19 @@ import os
 import sys
 from pathlib import Path
 
+from bench.atomic import atomic_write_text
+from eval.errors import DATA, EvalInputError, RunError, describe_failure
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m eval", description="Run and compare benchmark evaluations.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="evaluate a model with the full protocol")
+    run = sub.add_parser("run", help="evaluate a model with the full protocol", parents=[common])
     run.add_argument("--bench", required=True, help="benchmark folder (or benchmark.json / .jsonl)")
     run.add_argument("--model", required=True, help="registered adapter name (python -m eval models)")
     run.add_argument("--model-arg", action="append", default=[], metavar="K=V", help="adapter argument; repeatable")
@@ -34,28 +39,51 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for the 95%% intervals")
     run.add_argument("--blind-run", default=None, help="folder of an earlier text-only run: the Blind row")
     run.add_argument("--human-json", default=None, help='human accuracies {"spatial": {"coarse": 91.0, ...}}')
+    run.add_argument("--shard", default=None, metavar="R/N",
+                     help="answer only shard R of N of the queries (default under torchrun / accelerate launch: "
+                          "RANK/WORLD_SIZE); the last shard to finish, or `finish`, writes the summary")
+    run.add_argument("--wait", action="store_true",
+                     help="if another run is writing --out, wait for it to finish (default: stop at once)")
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--no-plots", action="store_true")
 
-    cmp = sub.add_parser("compare", help="one table across runs with paired significance")
+    fin = sub.add_parser("finish", help="merge a sharded run's predictions and write its summary", parents=[common])
+    fin.add_argument("run", help="run folder")
+    fin.add_argument("--n-boot", type=int, default=None, help="default: the run's own")
+    fin.add_argument("--no-plots", action="store_true")
+    fin.add_argument("--wait", action="store_true", help="wait for shards still writing the folder")
+
+    cmp = sub.add_parser("compare", help="one table across runs with paired significance", parents=[common])
     cmp.add_argument("runs", nargs="+", help="run folders; the first is the reference")
-    cmp.add_argument("--out", default=None, help="also write the Markdown here")
+    cmp.add_argument("--out", default=None, help="also write the comparison here")
+    cmp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="of the printed / written output")
+    cmp.add_argument("--plot", default=None, metavar="PNG",
+                     help="also draw every run's accuracy against extra views (SVS and MVN panels) here")
     cmp.add_argument("--n-boot", type=int, default=1000)
     cmp.add_argument("--seed", type=int, default=0)
 
-    rep = sub.add_parser("report", help="re-render report.md and the plots of a run from its summary.json")
+    rep = sub.add_parser("report", help="re-render report.md and the plots of a run from its summary.json",
+                         parents=[common])
     rep.add_argument("run", help="run folder")
 
-    sub.add_parser("models", help="list the registered model adapters")
+    sub.add_parser("models", help="list the registered model adapters", parents=[common])
+    from eval.browse.cli import add_browse_parser
+    from eval.import_cli import add_import_parser
+    add_browse_parser(sub)
+    add_import_parser(sub)
     return parser
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from eval.inputs import parse_model_args
+    from eval.plan import launcher_shard
     from eval.runner import evaluate
     from eval.settings import ProtocolConfig
 
     model_args, problems = parse_model_args(args.model_arg)
+    shard = args.shard
+    if shard is None and launcher_shard() is not None:  # torchrun / accelerate launch: one shard per process
+        shard = "{}/{}".format(*launcher_shard())
     fallback_args, more = parse_model_args(args.fallback_arg, flag="--fallback-arg")
     protocol = ProtocolConfig(max_extra={"SVS": args.max_extra_svs, "MVN": args.max_extra_mvn},
                               minus_one=args.minus_one)
@@ -64,19 +92,30 @@ def cmd_run(args: argparse.Namespace) -> int:
                        model_args=model_args, protocol=protocol, fallback=args.fallback,
                        fallback_args=fallback_args if args.fallback else None, n_boot=args.n_boot,
                        blind_run=args.blind_run, human_json=args.human_json, progress=not args.no_progress,
-                       plots=not args.no_plots, extra_problems=problems + more)
+                       plots=not args.no_plots, extra_problems=problems + more, wait=args.wait, shard=shard)
+    if summary is None:  # a shard whose siblings are still answering
+        return 0
     from eval.report import render_ssmn_table
     print(render_ssmn_table([(summary["run"]["model"], summary)]))
     print(f"wrote {Path(args.out) / 'report.md'}")
     return 0
 
 
+def cmd_finish(args: argparse.Namespace) -> int:
+    from eval.report import render_ssmn_table
+    from eval.runner import finish
+    summary = finish(args.run, n_boot=args.n_boot, plots=False if args.no_plots else None, wait=args.wait)
+    print(render_ssmn_table([(summary["run"]["model"], summary)]))
+    print(f"wrote {Path(args.run) / 'report.md'}")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from eval.compare import compare_runs
-    text = compare_runs(args.runs, n_boot=args.n_boot, seed=args.seed)
+    text = compare_runs(args.runs, n_boot=args.n_boot, seed=args.seed, output=args.format, plot=args.plot)
     print(text)
     if args.out:
-        Path(args.out).write_text(text)
+        atomic_write_text(args.out, text)
     return 0
 
 
@@ -85,7 +124,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from eval.plots import save_plots
     from eval.report import render_report
     _, summary, _ = load_run(args.run)
-    (Path(args.run) / "report.md").write_text(render_report(summary))
+    atomic_write_text(Path(args.run) / "report.md", render_report(summary))
     save_plots(summary, Path(args.run))
     print(f"wrote {Path(args.run) / 'report.md'}")
     return 0
@@ -100,9 +139,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from eval.errors import EvalInputError
     args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "models": cmd_models}[args.command]
+    handler = getattr(args, "func", None) or {"run": cmd_run, "finish": cmd_finish, "compare": cmd_compare,
+                                              "report": cmd_report, "models": cmd_models}[args.command]
     try:
         return handler(args)
     except EvalInputError as err:
@@ -112,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: finished batches are saved; rerun the same command to continue", file=sys.stderr)
         return 130
+    except Exception as err:  # every other failure: one line, the traceback only on request
+        if getattr(args, "debug", False):
+            raise
+        print(" ".join(describe_failure(err).split()), file=sys.stderr)
+        return err.exit_code if isinstance(err, RunError) else DATA
 
 
 if __name__ == "__main__":

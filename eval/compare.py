@@ -7,12 +7,16 @@ questions being shared (much tighter than two independent intervals).
 """
 from __future__ import annotations
 
+import csv
+import io
+import json
 from pathlib import Path
 
 from eval.bootstrap import DEFAULT_N_BOOT, cluster_sums, cluster_weights, paired_p_value, percentile_ci, replicate_means
 from eval.errors import DATA, EvalInputError
 from eval.metrics import OVERALL, Unit, decay_and_gap, score_units, unit_cells
-from eval.predictions import MANIFEST, read_manifest, read_predictions
+from eval.manifest import MANIFEST, read_manifest
+from eval.predictions import read_predictions
 from eval.report import _table, fmt, render_cvbench_table, render_ssmn_table
 from eval.settings import setting_sort_key
 from eval.summary import SUMMARY, read_summary
@@ -75,12 +79,23 @@ def paired_compare(units_a: list[Unit], units_b: list[Unit], max_extra: dict[str
 
 
 def load_run(out_dir: str | Path) -> tuple[dict, dict, list[dict]]:
-    """(manifest, summary, prediction lines) of a finished run; EvalInputError if it is not one."""
+    """(manifest, summary, prediction lines) of a finished run; EvalInputError (one line per
+    file) if it is not one or a file of it cannot be read."""
     out_dir = Path(out_dir)
-    problems = [f"ERROR {out_dir}: missing {name}" for name in (MANIFEST, SUMMARY) if not (out_dir / name).is_file()]
+    problems = [f"ERROR {out_dir / name}: missing; is {out_dir} a finished run folder?"
+                for name in (MANIFEST, SUMMARY) if not (out_dir / name).is_file()]
     if problems:
         raise EvalInputError(problems, DATA)
-    return read_manifest(out_dir), read_summary(out_dir), list(read_predictions(out_dir).values())
+    loaded = []
+    for name, read in ((MANIFEST, read_manifest), (SUMMARY, read_summary)):
+        try:
+            loaded.append(read(out_dir))
+        except (OSError, ValueError) as err:  # a torn or foreign file; JSONDecodeError is a ValueError
+            problems.append(f"ERROR {out_dir / name}: unreadable ({type(err).__name__}: {err}); rerun the run's "
+                            f"command to rewrite it")
+    if problems:
+        raise EvalInputError(problems, DATA)
+    return loaded[0], loaded[1], list(read_predictions(out_dir).values())
 
 
 def run_label(manifest: dict, out_dir: Path) -> str:
@@ -88,10 +103,15 @@ def run_label(manifest: dict, out_dir: Path) -> str:
 
 
 def compare_runs(out_dirs: list[str | Path], n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
-                 labels: list[str] | None = None) -> str:
-    """Markdown: the SSMN and CVBench tables over all runs and paired tests against the first.
+                 labels: list[str] | None = None, output: str = "md", plot: str | Path | None = None) -> str:
+    """The SSMN and CVBench tables over all runs and paired tests against the first.
 
-    ``labels`` names the rows (default: "model (folder)")."""
+    Args:
+        labels: row names (default: "model (folder)").
+        output: "md" (Markdown tables), "csv" (one row per run metric and per paired difference)
+            or "json" (the same as one object).
+        plot: also draw every run's accuracy against extra views here (PNG, SVS and MVN panels).
+    """
     runs, problems = [], []
     for d in out_dirs:
         try:
@@ -100,6 +120,8 @@ def compare_runs(out_dirs: list[str | Path], n_boot: int = DEFAULT_N_BOOT, seed:
             problems += err.problems
     if len(out_dirs) < 2:
         problems.append("ERROR compare: needs at least two run folders")
+    if output not in ("md", "csv", "json"):
+        problems.append(f"ERROR compare: --format {output!r}: expected md, csv or json")
     if runs and not problems:
         ref_sha = runs[0][1].get("bench_sha256")
         problems += [f"ERROR {d}: evaluated a different benchmark than {runs[0][0]} (bench_sha256 differs)"
@@ -108,17 +130,29 @@ def compare_runs(out_dirs: list[str | Path], n_boot: int = DEFAULT_N_BOOT, seed:
         raise EvalInputError(problems, DATA)
     names = labels if labels and len(labels) == len(runs) else [run_label(m, d) for d, m, _, _ in runs]
     rows = [(name, s) for name, (_, _, s, _) in zip(names, runs)]
-    ref_dir, ref_man, ref_sum, ref_recs = runs[0]
+    ref_sum, ref_recs = runs[0][2], runs[0][3]
     max_extra = ref_sum.get("run", {}).get("protocol", {}).get("max_extra", {"SVS": 3, "MVN": 2})
     ref_units = score_units(ref_recs)
+    paired = [(label, paired_compare(ref_units, score_units(recs), max_extra, n_boot, seed))
+              for (_, _, _, recs), (label, _) in zip(runs[1:], rows[1:])]
+    if plot is not None:
+        from eval.plots import plot_distraction_curves
+        plot_distraction_curves(rows, Path(plot))
+    if output == "json":
+        return json.dumps(comparison_dict(runs, rows, paired, n_boot, seed), indent=1) + "\n"
+    if output == "csv":
+        return comparison_csv(rows, paired)
+    return comparison_markdown(rows, paired, n_boot, seed)
+
+
+def comparison_markdown(rows: list[tuple[str, dict]], paired: list[tuple[str, dict]], n_boot: int, seed: int) -> str:
     parts = ["# Run comparison", "", f"Reference: {rows[0][0]}. Differences are run − reference in points, "
              f"paired cluster bootstrap over scenes ({n_boot} replicates, seed {seed}).", "",
              "## Multi-view settings (SSMNBench Table 3 layout)", "", render_ssmn_table(rows), "",
              "## Spatial / temporal (CVBench Table 2/3 layout)", "", render_cvbench_table(rows), "",
              "## Paired differences against the reference", ""]
     body = []
-    for (d, m, s, recs), (label, _) in zip(runs[1:], rows[1:]):
-        diffs = paired_compare(ref_units, score_units(recs), max_extra, n_boot, seed)
+    for label, diffs in paired:
         for metric, r in diffs.items():
             ci = f"[{r['ci'][0]:+.1f}, {r['ci'][1]:+.1f}]" if r["ci"] else "–"
             star = " *" if r["p"] < 0.05 else ""
@@ -128,3 +162,42 @@ def compare_runs(out_dirs: list[str | Path], n_boot: int = DEFAULT_N_BOOT, seed:
     parts += ["", "\\* p < 0.05 (two-sided). Δ dis and the gap: lower Δ dis is better; a real fuser has a large gap."]
     return "\n".join(parts) + "\n"
 
+
+def _run_metrics(summary: dict) -> dict[str, float | None]:
+    """Flat "metric name -> points" of one summary: accuracy per setting x subset, decay, gap."""
+    out: dict[str, float | None] = {}
+    for setting in sorted(summary.get("acc", {}), key=setting_sort_key):
+        for subset, value in summary["acc"][setting].items():
+            out[f"acc {setting} {subset}"] = value
+    for axis, row in (summary.get("by_axis_granularity") or {}).items():
+        for gran, value in row.items():
+            out[f"{axis} {gran}"] = value
+    out["delta_dis"] = summary.get("delta_dis")
+    out["necessity_gap"] = summary.get("necessity_gap")
+    return out
+
+
+def comparison_dict(runs: list[tuple], rows: list[tuple[str, dict]], paired: list[tuple[str, dict]], n_boot: int,
+                    seed: int) -> dict:
+    return {
+        "reference": rows[0][0], "n_boot": n_boot, "seed": seed, "units": "points (0-100)",
+        "runs": [{"label": label, "dir": str(d), "model": m.get("model"), "metrics": _run_metrics(s)}
+                 for (d, m, s, _), (label, _) in zip(runs, rows)],
+        "paired": [{"run": label, "metric": metric, "reference": r["a"], "value": r["b"], "diff": r["diff"],
+                    "ci": r["ci"], "p": r["p"], "n": r["n"]} for label, diffs in paired for metric, r in diffs.items()],
+    }
+
+
+def comparison_csv(rows: list[tuple[str, dict]], paired: list[tuple[str, dict]]) -> str:
+    """Long format: a ``metric`` row per run and metric, a ``paired`` row per difference."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["kind", "run", "metric", "value", "reference", "diff", "ci_low", "ci_high", "p", "n"])
+    for label, summary in rows:
+        for metric, value in _run_metrics(summary).items():
+            writer.writerow(["metric", label, metric, value, "", "", "", "", "", ""])
+    for label, diffs in paired:
+        for metric, r in diffs.items():
+            lo, hi = r["ci"] if r["ci"] else ("", "")
+            writer.writerow(["paired", label, metric, r["b"], r["a"], r["diff"], lo, hi, r["p"], r["n"]])
+    return buf.getvalue()

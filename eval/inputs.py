@@ -15,6 +15,7 @@ from bench.config import ConfigError
 from bench.format import Benchmark, BenchmarkError, load_benchmark
 from eval.adapters.base import ModelAdapter
 from eval.adapters.registry import build_model
+from eval.errors import RunError
 from eval.settings import ProtocolConfig, check_settings, parse_settings
 from eval.summary import SUMMARY
 
@@ -47,19 +48,23 @@ def resolve_benchmark(bench: str | Path | Benchmark) -> tuple[Benchmark | None, 
         return None, [p.line() for p in err.problems]
 
 
-def resolve_model(model: str | ModelAdapter | None, args: dict | None, flag: str = "--model") -> tuple[ModelAdapter | None, list[str]]:
+def resolve_model(model: str | ModelAdapter | None, args: dict | None,
+                  flag: str = "--model") -> tuple[ModelAdapter | None, list[str], list[str]]:
+    """(adapter or None, bad-argument problems, bad-data problems such as an unreadable checkpoint)."""
     if model is None or isinstance(model, ModelAdapter):
         if args:
-            return None, [f"ERROR {flag}-arg: arguments given for an adapter instance; pass them to its constructor"]
-        return model, []
+            return None, [f"ERROR {flag}-arg: arguments given for an adapter instance; pass them to its constructor"], []
+        return model, [], []
     try:
-        return build_model(model, args), []
+        return build_model(model, args), [], []
     except KeyError as err:
-        return None, [f"ERROR {flag}: {err.args[0]}"]
+        return None, [f"ERROR {flag}: {err.args[0]}"], []
     except ConfigError as err:
-        return None, [f"ERROR {flag}-arg ({model}): {err}"]
+        return None, [f"ERROR {flag}-arg ({model}): {err}"], []
+    except RunError as err:  # the arguments are fine, a file they name is not
+        return None, [], [f"ERROR {flag} {model}: {err}"]
     except (ValueError, TypeError, ImportError, OSError) as err:  # the adapter refused its arguments
-        return None, [f"ERROR {flag} {model}: cannot build the adapter: {err}"]
+        return None, [f"ERROR {flag} {model}: cannot build the adapter: {err}"], []
 
 
 def resolve_settings(settings: str | list[str] | None, protocol: ProtocolConfig) -> tuple[list[str], list[str]]:

@@ -1,23 +1,36 @@
 """Rule-based extraction of the chosen option from a model's free-text answer.
 
-The rules run from the most to the least explicit reading and stop at the first hit:
+The rules run from the most to the least explicit reading and stop at the first that decides
+(``method`` names it):
 
-1. ``letter``       the whole answer is one letter, maybe wrapped: "B", "(B)", "B.", "**B**", "b".
-2. ``marker``       the *last* explicit answer marker: "Answer: B", "The answer is (B).",
-                    "Final answer: \\boxed{B}"; the last one wins so a final answer after long
-                    reasoning beats letters mentioned on the way.
-3. ``choice``       the last "I choose / select / pick / go with (option) B".
-4. ``leading``      the answer opens with a labelled letter: "B. 3", "B) three people", "B: ...".
-5. ``label``        exactly one distinct option label in the text: "(B)" or "option B".
-6. ``option_text``  the option text itself: the whole answer, the phrase after an answer
-                    marker, the start of the answer ("3 people" for option "3"), or the only
-                    option text a short answer mentions; number words count as digits.
-7. ``mention``      exactly one distinct capital letter standing alone ("I think it's B").
+1. ``letter``       the whole answer is one letter, maybe wrapped: "B", "(B)", "B.", "**B**", "b";
+   ``option_text``  or the whole answer is one option's text: "3", "Right hand", "None of the above".
+2. ``marker`` / ``choice``  an explicit statement; the *last* one wins, so a final answer after
+                    long reasoning beats letters discussed on the way. ``marker``: "Answer: B",
+                    "the correct answer to this question is (C) picture C", "Option C is the most
+                    likely correct answer", "the most likely real photograph is:\n(A) ...";
+                    ``choice``: "I would select Point C", "I'd go with 4". A statement whose value
+                    lists several options as equals ("the correct choice (A, B, C, or D)", "(A) ... or
+                    (B) ...", an option list on the next lines) names no letter; only a later
+                    conclusion ("..., so C") can then answer.
+3. ``leading``      the answer opens with a labelled letter and lists no other: "B. 3", "C) ...".
+   A hedge or refusal ("not possible to tell", "I cannot determine", "N/A", "both look real")
+   stops here with no letter, unless a conclusion follows it ("hard to tell, but point A ...").
+4. ``closing``      the closing sentence (its clause after "so" / "therefore" first) names one
+                    option, by letter or text: "... Therefore, point B is closer to the camera."
+                    Not when it is one of parallel descriptions ("Point A is on the table. Point B
+                    is on the wall.") or a line of an option list.
+5. ``label``        exactly one distinct option label anywhere: "(B)", "option B";
+   ``option_text``  an option text opens the answer ("3 people"), or is the only one a short
+                    answer names ("The pole."); number words count as digits;
+   ``mention``      exactly one distinct capital letter standing alone ("I think it's B").
 
-Only the sample's own letters are valid, so "The answer..." is never read as T; a capital
-"A" or "I" followed by a lower-case word is an article or a pronoun, not a choice, and a
-letter glued to more letters ("Based") is a word. When every rule fails the result says so
-(``failed=True``); the caller may then ask a fallback extractor. Never a random letter.
+Only the sample's own letters are valid, so "The answer..." is never read as T. A capital "A"
+or "I" before a lower-case word is an article or a pronoun, not a choice; letters that label
+images or points ("image (C)", "point A" when no option is "Point A", "images B and C") are
+not options; a negated mention ("not C", "A is wrong", "than point B") does not count. When
+every rule fails the result says so (``failed=True``); the caller may then ask a fallback
+extractor. Never a random letter.
 """
 from __future__ import annotations
 
@@ -26,109 +39,134 @@ import re
 from dataclasses import dataclass
 
 from bench.validate import LETTERS
+from eval.parser_options import Mention, OptionIndex
+from eval.parser_statements import find_statements, joined_as_list, list_letter
+from eval.parser_text import BOILERPLATE, CONCLUSION, EQUAL, HEDGE, OVERRIDE, clean, sentences, words
 
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty".split())}
-
-_OPEN = r"[\(\[\{\"'<]?"
-# The letter may not run on into a word or a number ("Based", "A1").
-_LETTER = r"([A-Za-z])(?![A-Za-z0-9])"
-_ANSWER_MARKER = re.compile(
-    r"(?:final\s+answer|correct\s+answer|correct\s+option|correct\s+choice|best\s+answer|answer)"
-    r"\s*(?:is|would\s+be|should\s+be|will\s+be|=|:|-)?\s*(?:option|choice|letter)?\s*[:\-]?\s*"
-    + _OPEN + _LETTER, re.IGNORECASE)
-_CHOICE_MARKER = re.compile(
-    r"\b(?:choose|chose|choosing|select|selecting|selected|pick|picked|picking|go\s+with|going\s+with|"
-    r"opt\s+for|my\s+choice\s+is|i'd\s+say|i\s+would\s+say)\s*(?:option|choice|letter|answer)?\s*[:\-]?\s*"
-    + _OPEN + _LETTER, re.IGNORECASE)
-_LEADING = re.compile(r"^\s*[\(\[]?([A-Za-z])[\)\]\.:](?:\s|$)")
-_PAREN_LABEL = re.compile(r"(?<![A-Za-z0-9])\(([A-Za-z])\)")
-_OPTION_LABEL = re.compile(r"\boption\s+([A-Z])(?![A-Za-z0-9])", re.IGNORECASE)
-_MENTION = re.compile(r"(?<![A-Za-z0-9'])([A-Z])(?![A-Za-z0-9'])")
-_AFTER_MARKER = re.compile(r"(?:answer|option)\s*(?:is|would\s+be|should\s+be|:|=)\s*([^\n\.;,]+)", re.IGNORECASE)
 _BARE = re.compile(r"^[\s\(\[\{\"'<]*([A-Za-z])[\s\)\]\}\"'>\.:,;!]*$")
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_BOXED = re.compile(r"\\boxed\{\s*(?:\\text\{)?([^{}]*?)\}?\s*\}")
+_LEADING = re.compile(r"^\s*[\(\[]?([A-Za-z])(?:[\)\]\.:]|[ \t]+-)(?=\s|$)")
+# An opening option text stands alone: then a unit word at most, then a stop ("4 (two in view 1 ...)").
+_OPENING_ALONE = re.compile(r"(?:[ \t]+(?:people|persons|person|times|objects|items))?[ \t]*(?:$|\n|[(.,;:\-–—])")
+SHORT_ANSWER_WORDS = 20  # an option text counts anywhere only in answers this short
+SHORT_OPENING_WORDS = 12  # an option text that opens an answer counts when its first sentence is this short
 
 
 @dataclass(frozen=True)
 class ParseResult:
     """The letter read from an answer (None when ``failed``) and the rule that read it."""
     letter: str | None
-    method: str  # letter | marker | choice | leading | label | option_text | mention | scores | fallback | failed
+    # letter | marker | choice | leading | closing | label | option_text | mention | scores | fallback | failed
+    method: str
     failed: bool
 
 
 FAILED = ParseResult(None, "failed", True)
 
 
-def _clean(text: str) -> str:
-    """Drop reasoning tags and Markdown emphasis; they carry no choice and hide the letter."""
-    after_think = _THINK.sub("", text).strip()
-    if after_think:
-        text = after_think
-    text = _BOXED.sub(lambda m: f" answer: {m.group(1)} ", text)
-    text = re.sub(r"\*\*|__|`|\*", "", text)
-    return text.strip()
-
-
-# Words after which a lone "A" / "I" is still an option letter ("A and C", "A is right").
-_FUNCTION_WORDS = set("and or nor but is was are were seems seem looks would could might should must because since "
-                      "as then than vs versus also too with without fits matches only".split())
-
-
-def _is_article(text: str, match: re.Match, group: int = 1) -> bool:
-    """A capital A or I followed by a lower-case word is an article / pronoun, not a choice."""
-    letter = match.group(group)
-    following = re.match(r"\s+([a-z]+)", text[match.end(group):])
-    return letter in "AaIi" and following is not None and following.group(1) not in _FUNCTION_WORDS
-
-
-def _last_valid(pattern: re.Pattern, text: str, letters: str) -> str | None:
-    found = None
-    for m in pattern.finditer(text):
-        letter = m.group(1).upper()
-        if letter in letters and not _is_article(text, m):
-            found = letter
-    return found
-
-
-def _norm(text: str) -> str:
-    """Lower case, number words as digits, punctuation as spaces, single spaces."""
-    words = re.sub(r"[^\w\s%\-\.]|(?<!\d)\.|\.(?!\d)", " ", text.lower()).split()
-    return " ".join(_NUMBER_WORDS.get(w, w) for w in words)
-
-
-def _match_option_text(text: str, options: list[str], letters: str) -> str | None:
-    norm_opts = [(_norm(o), letters[i]) for i, o in enumerate(options)]
-    norm_text = _norm(text)
-    if not norm_text:
+def _leading(text: str, index: OptionIndex) -> str | None:
+    """"B. 3" / "(C) 4 people" / "B.\nBecause ...": the answer opens with a label, then an option
+    text, a line break or a new sentence (not "(A) is on the handle"), and no line opens with another."""
+    m = _LEADING.match(text)
+    if not m or m.group(1).upper() not in index.letters:
         return None
-    for opt, letter in norm_opts:
-        if norm_text == opt:
+    letter = m.group(1).upper()
+    rest = text[m.end():]
+    after = m.end() + len(rest) - len(rest.lstrip(" \t"))
+    if not (index.text_at(text, after) or re.match(r"[ \t]*(?:\n|$)|\s+[A-Z0-9\"(]", rest)):
+        return None
+    starts = [n.end() for n in re.finditer(r"\n\s*(?=\S)", text)]
+    if any(list_letter(text, s, index) not in (None, letter) for s in starts):
+        return None
+    return letter
+
+
+def _after_doubt(text: str, index: OptionIndex) -> int | None:
+    """Where the readable part starts: 0, or after the turn that follows the last doubt, or None.
+
+    After a hedge only a turn ("but", "however") lets a conclusion count; after candidates given
+    as equals ("both have artefacts") a conclusion ("therefore ...") may also pick one of them.
+    """
+    nota = [m for m in index.mentions(text) if m.kind == "text" and "none" in text[m.start:m.end].lower()]
+    doubts = [(m.end(), turns) for pat, turns in ((HEDGE, (OVERRIDE,)), (EQUAL, (OVERRIDE, CONCLUSION)))
+              for m in pat.finditer(text) if not any(n.start <= m.start() < n.end for n in nota)]
+    if not doubts:
+        return 0
+    last, turns = max(doubts, key=lambda d: d[0])
+    after = [m.end() for pat in turns for m in pat.finditer(text, last)]
+    return min(after) if after else None
+
+
+def _letters(mentions: list[Mention], kind: str | None = None) -> set[str]:
+    return {m.letter for m in mentions if kind is None or m.kind == kind}
+
+
+def _closing(text: str, start: int, index: OptionIndex) -> str | None:
+    """The one option the closing sentence (its concluding clause first) names, if it names one."""
+    spans = [(max(s, start), e) for s, e in sentences(text) if e > start and text[max(s, start):e].strip()]
+    while spans and BOILERPLATE.match(text[spans[-1][0]:spans[-1][1]]):
+        spans.pop()
+    if not spans:
+        return None
+    s, e = spans[-1]
+    cues = list(CONCLUSION.finditer(text, s, e))
+    if len(spans) == 1 and not cues and start == 0:
+        return None  # a one-sentence answer: the rules of step 5 read it, with their own names
+    if EQUAL.search(text, s, e):
+        return None
+    line_start = text.rfind("\n", 0, s) + 1
+    if line_start > 0:
+        here = list_letter(text, line_start, index)
+        above = list_letter(text, text.rfind("\n", 0, line_start - 1) + 1, index)
+        if here and above not in (None, here):
+            return None  # a line of an option list ("A. ball\nB. box")
+    segments = ([(cues[-1].end(), e)] if cues else []) + [(s, e)]
+    for a, b in segments:
+        found = _letters(index.mentions(text, a, b))
+        if len(found) > 1:
+            return None
+        if found:
+            letter = found.pop()
+            if not cues and len(spans) > 1 and _parallel(text, spans[-2], (s, e), letter, index):
+                return None
             return letter
-
-    def leading(fragment: str) -> str | None:
-        # Longest first, so "none of the above" beats an option "none".
-        for opt, letter in sorted(norm_opts, key=lambda x: -len(x[0])):
-            if opt and (fragment == opt or fragment.startswith(opt + " ")):
-                return letter
-        return None
-
-    markers = _AFTER_MARKER.findall(text)
-    if markers:
-        hit = leading(_norm(markers[-1]))
-        if hit:
-            return hit
-    hit = leading(norm_text)
-    if hit:
-        return hit
-    if len(norm_text.split()) <= 20:
-        hits = {letter for opt, letter in norm_opts if opt and re.search(rf"(?<!\S){re.escape(opt)}(?!\S)", norm_text)}
-        if len(hits) == 1:
-            return hits.pop()
     return None
+
+
+def _first_word(text: str) -> str:
+    m = re.match(r"[\s\-•>]*(\w+)", text)
+    return m.group(1).lower() if m else ""
+
+
+def _parallel(text: str, prev: tuple[int, int], last: tuple[int, int], letter: str, index: OptionIndex) -> bool:
+    """"Point A is on the table. Point B is on the wall.": two descriptions, not a conclusion."""
+    before = _letters(index.mentions(text, *prev))
+    return (len(before) == 1 and letter not in before
+            and _first_word(text[prev[0]:prev[1]]) == _first_word(text[last[0]:last[1]]))
+
+
+def _anywhere(text: str, start: int, index: OptionIndex) -> ParseResult:
+    """One option named anywhere: a single label, an opening or lone option text, a single letter."""
+    mentions = index.mentions(text, start)
+    if joined_as_list(text, mentions):
+        return FAILED
+    labels, texts, bares = _letters(mentions, "label"), _letters(mentions, "text"), _letters(mentions, "bare")
+    if len(labels) == 1:
+        return ParseResult(labels.pop(), "label", False)
+    if labels:
+        return FAILED
+    region = text[start:]
+    first = next(((s, e) for s, e in sentences(text) if e > start), None)
+    opening = mentions[0] if mentions else None
+    if (opening and opening.kind == "text" and not region[:opening.start - start].strip(" \t\n\"'(")
+            and first and words(text[first[0]:first[1]]) <= SHORT_OPENING_WORDS
+            and (texts | bares == {opening.letter} or _OPENING_ALONE.match(text, opening.end))):
+        # "3 people, one of them only in view 2"; not "Point A is on the table. Point B is ..."
+        return ParseResult(opening.letter, "option_text", False)
+    if len(texts) == 1 and bares <= texts and words(region) <= SHORT_ANSWER_WORDS:
+        return ParseResult(texts.pop(), "option_text", False)
+    if len(bares) == 1 and texts <= bares:
+        return ParseResult(bares.pop(), "mention", False)
+    return FAILED
 
 
 def parse_answer(text: str | None, options: list[str]) -> ParseResult:
@@ -142,30 +180,39 @@ def parse_answer(text: str | None, options: list[str]) -> ParseResult:
     """
     if not text or not text.strip():
         return FAILED
-    letters = LETTERS[: len(options)]
-    text = _clean(text)
+    index = OptionIndex(options)
+    text = clean(text)
+    if not text:
+        return FAILED
     m = _BARE.match(text)
-    if m and m.group(1).upper() in letters:
+    if m and m.group(1).upper() in index.letters:
         return ParseResult(m.group(1).upper(), "letter", False)
-    letter = _last_valid(_ANSWER_MARKER, text, letters)
+    whole = index.whole(text)
+    if whole:
+        return ParseResult(whole, "option_text", False)
+    start = 0
+    statements = find_statements(text, index)
+    if statements:
+        last = statements[-1]
+        if last.letter:
+            return ParseResult(last.letter, last.kind, False)
+        # Listed candidates: only a conclusion after the list can answer.
+        turn = [c.end() for pat in (OVERRIDE, CONCLUSION) for c in pat.finditer(text, last.end)]
+        if not turn:
+            return FAILED
+        start = min(turn)
+    else:
+        letter = _leading(text, index)
+        if letter:
+            return ParseResult(letter, "leading", False)
+    after = _after_doubt(text[start:], index)
+    if after is None:
+        return FAILED
+    start += after
+    letter = _closing(text, start, index)
     if letter:
-        return ParseResult(letter, "marker", False)
-    letter = _last_valid(_CHOICE_MARKER, text, letters)
-    if letter:
-        return ParseResult(letter, "choice", False)
-    m = _LEADING.match(text)
-    if m and m.group(1).upper() in letters:
-        return ParseResult(m.group(1).upper(), "leading", False)
-    labels = {x.upper() for x in _PAREN_LABEL.findall(text) + _OPTION_LABEL.findall(text)} & set(letters)
-    if len(labels) == 1:
-        return ParseResult(labels.pop(), "label", False)
-    letter = _match_option_text(text, options, letters)
-    if letter:
-        return ParseResult(letter, "option_text", False)
-    mentions = {m.group(1) for m in _MENTION.finditer(text) if m.group(1) in letters and not _is_article(text, m)}
-    if len(mentions) == 1:
-        return ParseResult(mentions.pop(), "mention", False)
-    return FAILED
+        return ParseResult(letter, "closing", False)
+    return _anywhere(text, start, index)
 
 
 def parse_scores(scores: list[float] | None, options: list[str]) -> ParseResult:

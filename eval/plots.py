@@ -5,6 +5,7 @@
   papers' distraction-decay figure.
 - ``per_task.png``: accuracy per task at the primary setting with interval bars and a
   chance tick per bar.
+- ``plot_distraction_curves``: several runs' accuracy against +k in one figure (compare).
 """
 from __future__ import annotations
 
@@ -12,11 +13,22 @@ from pathlib import Path
 
 import matplotlib
 
+from bench.atomic import atomic_target
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"SVS": "#1f77b4", "MVN": "#d62728", "no_subset": "#7f7f7f"}
 OFFSET = {"SVS": -0.05, "MVN": 0.05}  # a small x shift so the two subsets' interval bars do not overlap
+
+
+def _save(fig, path: Path) -> None:
+    """PNG via a temporary file and a rename: a full disk never leaves a 0-byte figure."""
+    try:
+        with atomic_target(path) as tmp:
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)
 
 
 def _x_of(setting: str) -> int | None:
@@ -69,8 +81,7 @@ def plot_acc_vs_extra_views(summary: dict, path: Path, title: str | None = None)
         # Below the axes: inside, it would hide points near chance or near 100 %.
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
     return path
 
 
@@ -97,8 +108,34 @@ def plot_per_task(summary: dict, path: Path, title: str | None = None) -> Path:
     ax.set_title(title or f"{summary.get('run', {}).get('model', '')}: accuracy per task (primary setting)",
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
+    return path
+
+
+def plot_distraction_curves(rows: list[tuple[str, dict]], path: Path) -> Path:
+    """Accuracy against the number of extra views (+k), one line per run, SVS and MVN panels:
+    the papers' distraction-decay figure across models (``eval compare --plot``)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=150, sharey=True)
+    for ax, subset in zip(axes, ("SVS", "MVN")):
+        ks = set()
+        for name, s in rows:
+            acc = s.get("acc", {})
+            pts = sorted((int(k[1:]), v[subset]) for k, v in acc.items() if k.startswith("+") and subset in v)
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=name)
+                ks.update(x for x, _ in pts)
+        chance = rows[0][1].get("chance", {}).get(subset) if rows else None
+        if chance is not None:
+            ax.axhline(chance, color="grey", linestyle=":", label="chance")
+        ax.set_xticks(sorted(ks) or [0])
+        ax.set_title(f"{subset}: accuracy vs extra views")
+        ax.set_xlabel("extra views added to V_GT (+k)")
+        ax.set_ylim(0, 105)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy (%)")
+    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.tight_layout()
+    _save(fig, path)
     return path
 
 

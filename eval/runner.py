@@ -1,128 +1,65 @@
-"""Run a model through the protocol: plan queries, ask in batches, parse, record, summarise.
+"""Run a model through the protocol: plan queries, ask, parse, record, summarise.
 
 ``evaluate`` is the entry point for the CLI and for training code. It checks every input
-first (nothing is written to ``out_dir`` when one is wrong), then continues whatever an
-earlier identical run left in ``out_dir/predictions.jsonl`` and never asks a finished
-query again.
+first, images decoded included (nothing is written to ``out_dir`` when one is wrong), takes
+the folder's run lock (one writer per folder, or per shard), then continues whatever an
+earlier run of the same identity left in ``out_dir`` and never asks a finished query again.
+A shard (``shard=(r, n)``) answers its part of the plan; whichever shard completes the plan
+last, or ``finish``, merges the shard files and writes the summary.
 """
 from __future__ import annotations
 
+import socket
 import sys
-from dataclasses import dataclass
+import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tqdm import tqdm
 
-from bench.format import Benchmark, Sample
-from eval.adapters.base import ModelAdapter, Request, RequestView, Response
+from bench.atomic import atomic_write_text
+from bench.format import Benchmark
+from bench.provenance import utc_now
+from eval.adapters.base import ModelAdapter
+from eval.answering import answer_queries, make_record  # noqa: F401  (make_record: public API)
 from eval.bootstrap import DEFAULT_N_BOOT
-from eval.circular import n_rotations, rotate_sample
 from eval.errors import DATA, USAGE, EvalInputError
 from eval.inputs import (check_numbers, resolve_benchmark, resolve_blind, resolve_human, resolve_model,
                          resolve_settings)
-from eval.parser import FAILED, ParseResult, parse_answer, parse_scores
-from eval.predictions import PredictionWriter, file_sha256, manifest_conflicts, read_predictions
-from eval.prompt import build_extract_prompt, build_prompt, template_fingerprint
-from eval.settings import ProtocolConfig, Query, plan_queries, primary_setting, subset_key
+from eval.manifest import (PlanImages, end_invocation, file_sha256, manifest_conflicts, read_manifest,
+                           start_invocation, update_manifest)
+from eval.plan import PlannedQuery, build_request, parse_shard, plan_run, query_images, shard_plan  # noqa: F401
+from eval.predictions import PredictionWriter, merge_shards, read_predictions
+from eval.prompt import template_fingerprint
+from eval.runlock import RunLock
+from eval.settings import ProtocolConfig
 from eval.summary import summarize, write_summary
 
 
-@dataclass(frozen=True)
-class PlannedQuery:
-    """One line-to-be of predictions.jsonl: a query under one option rotation."""
-    key: str
-    sample: Sample  # the original (unrotated) sample
-    query: Query
-    rotation: int
-    n_rotations: int
-
-
-def plan_run(bench: Benchmark, settings: list[str], protocol: ProtocolConfig, seed: int, circular: bool,
-             limit: int | None = None) -> list[PlannedQuery]:
-    """Every query of the run, in benchmark order, then setting, variant and rotation."""
-    planned = []
-    for sample in bench.samples[:limit]:
-        n_rot = n_rotations(sample, circular)
-        for q in plan_queries(sample, settings, protocol, seed):
-            for rot in range(n_rot):
-                key = f"{sample.id}|{q.setting}|{q.variant}|r{rot}"
-                planned.append(PlannedQuery(key, sample, q, rot, n_rot))
-    return planned
-
-
-def build_request(bench: Benchmark, pq: PlannedQuery) -> Request:
-    sample = rotate_sample(pq.sample, pq.rotation)
-    views = [pq.sample.view(v) for v in pq.query.view_ids]
-    request_views = [RequestView(view_id=v.view_id, position=i, image_paths=[bench.image_path(f.image) for f in v.frames],
-                                 times=[f.t for f in v.frames], camera=v.camera) for i, v in enumerate(views, 1)]
-    return Request(key=pq.key, sample=sample, setting=pq.query.setting, views=request_views,
-                   prompt=build_prompt(sample, views))
-
-
-def _read_response(request: Request, response: Response) -> ParseResult:
-    if response.scores is not None:
-        return parse_scores(response.scores, request.options)
-    return parse_answer(response.text, request.options)
-
-
-def _run_fallback(fallback: ModelAdapter, pairs: list[tuple[Request, Response]]) -> list[tuple[ParseResult, str | None]]:
-    """Ask the fallback extractor to map each unread answer to a letter (rules only on its output)."""
-    requests = [Request(key=r.key + "|extract", sample=r.sample, setting="extract", views=[],
-                        prompt=build_extract_prompt(r.sample, resp.text or "")) for r, resp in pairs]
-    responses = fallback.generate(requests)
-    out = []
-    for req, resp in zip(requests, responses):
-        parsed = _read_response(req, resp)
-        out.append((ParseResult(parsed.letter, "fallback", False) if not parsed.failed else FAILED, resp.text))
-    return out
-
-
-def make_record(pq: PlannedQuery, request: Request, response: Response, parsed: ParseResult,
-                fallback_raw: str | None = None) -> dict:
-    """The predictions.jsonl line of one answered query."""
-    s, asked = pq.sample, request.sample
-    correct = (not parsed.failed) and parsed.letter == asked.answer
-    chosen_type = None
-    if not correct and not parsed.failed:
-        chosen_type = asked.distractors.get(parsed.letter) or None
-    rec = {
-        "key": pq.key, "sample_id": s.id, "setting": pq.query.setting, "variant": pq.query.variant,
-        "rotation": pq.rotation, "n_rotations": pq.n_rotations, "view_order": list(pq.query.view_ids),
-        "letter": parsed.letter, "method": parsed.method, "failed": parsed.failed, "correct": correct,
-        "answer": asked.answer, "chosen_type": chosen_type,
-        "raw": response.text, "scores": response.scores,
-        "subset": subset_key(s), "task": s.task, "axis": s.axis, "granularity": s.granularity,
-        "cluster": s.cluster, "n_options": len(s.options), "primary": pq.query.setting == primary_setting(s),
+def identity(benchmark: Benchmark, adapter: ModelAdapter, fallback: ModelAdapter | None, seed: int,
+             circular: bool, protocol: ProtocolConfig) -> dict:
+    """The keys that decide whether two invocations may share a run folder."""
+    return {
+        "bench": str(benchmark.root.resolve()), "bench_sha256": file_sha256(benchmark.file),
+        "model": adapter.name or type(adapter).__name__, "model_args": adapter.identity_args(),
+        "seed": seed, "circular": circular, "protocol": protocol.to_dict(), "prompt": template_fingerprint(),
+        "fallback": None if fallback is None else {"model": fallback.name, "args": fallback.identity_args()},
     }
-    if fallback_raw is not None:
-        rec["fallback_raw"] = fallback_raw
-    if response.meta:
-        rec["meta"] = response.meta
-    return rec
 
 
-def answer_batch(bench: Benchmark, model: ModelAdapter, batch: list[PlannedQuery],
-                 fallback: ModelAdapter | None = None) -> list[dict]:
-    """Ask the model one batch; parse; ask the fallback only for what the rules could not read."""
-    requests = [build_request(bench, pq) for pq in batch]
-    responses = model.generate(requests)
-    if len(responses) != len(requests):
-        raise RuntimeError(f"model {model.name!r} returned {len(responses)} responses for {len(requests)} requests")
-    parsed = [_read_response(r, resp) for r, resp in zip(requests, responses)]
-    fallback_raw: dict[int, str | None] = {}
-    failed_idx = [i for i, p in enumerate(parsed) if p.failed and responses[i].text]
-    if fallback is not None and failed_idx:
-        results = _run_fallback(fallback, [(requests[i], responses[i]) for i in failed_idx])
-        for i, (p, raw) in zip(failed_idx, results):
-            parsed[i], fallback_raw[i] = p, raw
-    return [make_record(pq, req, resp, p, fallback_raw.get(i))
-            for i, (pq, req, resp, p) in enumerate(zip(batch, requests, responses, parsed))]
+def _ignored(adapter: ModelAdapter, fallback: ModelAdapter | None) -> set[str]:
+    """Throughput arguments an older run.json may list among the identity: not compared."""
+    paths = {f"model_args.{k}" for k in adapter.throughput_keys()}
+    if fallback is not None:
+        paths |= {f"fallback.args.{k}" for k in fallback.throughput_keys()}
+    return paths
 
 
-def _batches(items: list, size: int) -> Iterator[list]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
+def _locks(out_dir: Path, shard: tuple[int, int] | None, wait: bool) -> list[RunLock]:
+    if shard is None:
+        return [RunLock(out_dir, wait=wait)]
+    return [RunLock(out_dir, wait=wait, shared=True),
+            RunLock(out_dir, wait=wait, name=f".lock.shard-{shard[0]}-of-{shard[1]}")]
 
 
 def evaluate(bench: str | Path | Benchmark, model: str | ModelAdapter, out_dir: str | Path,
@@ -131,7 +68,8 @@ def evaluate(bench: str | Path | Benchmark, model: str | ModelAdapter, out_dir: 
              protocol: ProtocolConfig | None = None, fallback: str | ModelAdapter | None = None,
              fallback_args: dict[str, Any] | None = None, n_boot: int = DEFAULT_N_BOOT,
              blind_run: str | Path | None = None, human_json: str | Path | None = None,
-             progress: bool = True, plots: bool = True, extra_problems: list[str] | None = None) -> dict:
+             progress: bool = True, plots: bool = True, extra_problems: list[str] | None = None,
+             wait: bool = False, shard: str | tuple[int, int] | None = None) -> dict | None:
     """Evaluate a model on a benchmark with the full protocol and write the run to ``out_dir``.
 
     Args:
@@ -142,16 +80,22 @@ def evaluate(bench: str | Path | Benchmark, model: str | ModelAdapter, out_dir: 
         seed: seeds view orders, the seeded -1 choice and the bootstrap.
         circular: ask every rotation of the non-NOTA options; a sample counts if all are right.
         limit: only the first ``limit`` samples.
-        batch_size: requests per ``generate`` call (and per flush).
+        batch_size: requests per ``generate`` call of a batching model (an endpoint's
+            concurrency is its own argument).
         protocol: K_T per subset and the -1 mode; default ProtocolConfig().
         fallback: adapter (name or instance) that maps unreadable answers to a letter.
         n_boot: bootstrap replicates for the 95 % intervals.
         blind_run / human_json: reference rows for the CVBench-style table.
         extra_problems: problems found by a caller (the CLI) to report together with ours.
+        wait: when another run holds ``out_dir`` (or this shard), wait for it instead of failing.
+        shard: "r/n" or (r, n): answer only the queries of shard r of n.
     Returns:
-        The summary dict (also written to out_dir/summary.json; keys in eval/README.md).
+        The summary dict (also written to out_dir/summary.json; keys in eval/README.md), or
+        None for a shard that is done while other shards still have queries to answer.
     Raises:
-        EvalInputError: an input is invalid; nothing was written to out_dir.
+        EvalInputError: an input is invalid (nothing was written to out_dir), or another run
+            holds out_dir and ``wait`` is False.
+        RunError: the model's service or a file failed mid-run; finished answers are kept.
     """
     protocol = protocol or ProtocolConfig()
     out_dir = Path(out_dir)
@@ -159,11 +103,18 @@ def evaluate(bench: str | Path | Benchmark, model: str | ModelAdapter, out_dir: 
     names, p = resolve_settings(settings, protocol)
     usage += p
     usage += check_numbers(limit, batch_size, n_boot, protocol.max_extra)
-    adapter, p = resolve_model(model, model_args)
+    if isinstance(shard, str):
+        try:
+            shard = parse_shard(shard)
+        except ValueError as err:
+            usage.append(f"ERROR {err}")
+            shard = None
+    adapter, p, d = resolve_model(model, model_args)
     usage += p
-    fallback_adapter, p = resolve_model(fallback, fallback_args, flag="--fallback")
+    data: list[str] = list(d)
+    fallback_adapter, p, d = resolve_model(fallback, fallback_args, flag="--fallback")
     usage += p
-    data: list[str] = []
+    data += d
     benchmark, p = resolve_benchmark(bench)
     data += p
     blind, p = resolve_blind(blind_run)
@@ -172,39 +123,135 @@ def evaluate(bench: str | Path | Benchmark, model: str | ModelAdapter, out_dir: 
     data += p
     manifest = None
     if benchmark is not None and adapter is not None and not usage:
-        manifest = {
-            "bench": str(benchmark.root.resolve()), "bench_sha256": file_sha256(benchmark.file),
-            "model": adapter.name or type(adapter).__name__, "model_args": adapter.args_dict(),
-            "seed": seed, "circular": circular, "protocol": protocol.to_dict(), "prompt": template_fingerprint(),
-            "fallback": None if fallback_adapter is None else
-            {"model": fallback_adapter.name, "args": fallback_adapter.args_dict()},
-        }
-        data += [f"ERROR --out {m}" for m in manifest_conflicts(out_dir, manifest)]
+        manifest = identity(benchmark, adapter, fallback_adapter, seed, circular, protocol)
+        data += [f"ERROR --out {m}" for m in manifest_conflicts(out_dir, manifest, _ignored(adapter, fallback_adapter))]
     if usage or data:
         raise EvalInputError(usage + data, USAGE if usage else DATA)
     assert benchmark is not None and adapter is not None and manifest is not None
 
     planned = plan_run(benchmark, names, protocol, seed, circular, limit)
-    done = read_predictions(out_dir)
-    todo = [pq for pq in planned if pq.key not in done]
-    with PredictionWriter(out_dir, manifest) as writer:
-        if todo:
-            adapter.prepare(benchmark)
-            if fallback_adapter is not None:
-                fallback_adapter.prepare(benchmark)
-        bar = tqdm(total=len(planned), initial=len(planned) - len(todo), unit="query", file=sys.stderr,
-                   disable=not progress, desc=f"eval {manifest['model']}")
-        for batch in _batches(todo, batch_size):
-            writer.append(answer_batch(benchmark, adapter, batch, fallback_adapter))
-            bar.update(len(batch))
-        bar.close()
-    return finish_run(out_dir, planned, manifest, names, limit, protocol, n_boot, blind, human, plots)
+    mine = shard_plan(planned, shard)
+    images = PlanImages(benchmark, {pq.key: query_images(benchmark, pq) for pq in planned})
+    manifest.update({
+        "throughput_args": adapter.throughput_args(),
+        "fallback_throughput_args": None if fallback_adapter is None else fallback_adapter.throughput_args(),
+        "images_sha256": images.digest, "n_images": images.count,
+        "plan": {"settings": names, "limit": limit, "n_boot": n_boot, "plots": plots,
+                 "blind_run": None if blind_run is None else str(Path(blind_run).resolve()),
+                 "human_json": None if human_json is None else str(Path(human_json).resolve())},
+    })
+    locks = _locks(out_dir, shard, wait)
+    for lock in locks:
+        lock.acquire()
+    try:
+        # Checked again under the lock: a run that held the folder may have written it meanwhile.
+        problems = [f"ERROR --out {m}" for m in manifest_conflicts(out_dir, manifest, _ignored(adapter, fallback_adapter))]
+        done = read_predictions(out_dir)
+        changed = images.changed(done)
+        if changed:
+            problems.append(f"ERROR --out {out_dir}: {len(changed)} finished answer(s) were given on images that "
+                            f"have changed since (first: {changed[0]}); use a new --out folder")
+        if problems:
+            raise EvalInputError(problems, DATA)
+        todo = [pq for pq in mine if pq.key not in done]
+        _answer(out_dir, benchmark, adapter, fallback_adapter, todo, len(mine), manifest, images, batch_size,
+                shard, progress)
+        if shard is None:
+            summary = finish_run(out_dir, planned, manifest, names, limit, protocol, n_boot, blind, human, plots)
+            update_manifest(out_dir, lambda m: m.update(finished_at=utc_now()))
+            return summary
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+    left = sum(pq.key not in read_predictions(out_dir) for pq in planned)
+    if left:
+        print(f"shard {shard[0]}/{shard[1]} done; {left} of {len(planned)} queries are still open in other shards: "
+              f"the last shard to finish writes the summary (or run: python -m eval finish {out_dir})",
+              file=sys.stderr)
+        return None
+    return finish(out_dir, wait=True)
+
+
+def _answer(out_dir: Path, benchmark: Benchmark, adapter: ModelAdapter, fallback: ModelAdapter | None,
+            todo: list[PlannedQuery], n_mine: int, manifest: dict, images: PlanImages, batch_size: int,
+            shard: tuple[int, int] | None, progress: bool) -> None:
+    """Answer ``todo``, recording this invocation (times, counts, throughput args) in run.json."""
+    facts = {"started_at": utc_now(), "host": socket.gethostname(), "shard": None if shard is None else list(shard),
+             "batch_size": batch_size, "throughput_args": manifest["throughput_args"], "status": "running"}
+    index = start_invocation(out_dir, manifest, facts)
+    started, status, writer = time.monotonic(), "failed", None
+    try:
+        with PredictionWriter(out_dir, shard) as writer:
+            if todo:
+                adapter.prepare(benchmark)
+                if fallback is not None:
+                    fallback.prepare(benchmark)
+            name = manifest["model"] + ("" if shard is None else f" shard {shard[0]}/{shard[1]}")
+            with tqdm(total=n_mine, initial=n_mine - len(todo), unit="query", file=sys.stderr,
+                      disable=not progress, desc=f"eval {name}") as bar:
+                answer_queries(benchmark, adapter, todo, writer, batch_size, fallback, images, bar.update)
+        status = "answered"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        done = {"finished_at": utc_now(), "wall_seconds": round(time.monotonic() - started, 3), "status": status,
+                "answered": 0 if writer is None else writer.written}
+        try:
+            end_invocation(out_dir, index, done, adapter.provenance(), finished=False)
+        except OSError:
+            if status == "answered":
+                raise
+            # the run is failing already (say, a full disk): its own error is the one to show
+
+
+def finish(out_dir: str | Path, n_boot: int | None = None, plots: bool | None = None, wait: bool = False) -> dict:
+    """Merge a run's shard files and write its summary, report and plots.
+
+    Everything comes from run.json: the benchmark (whose content hash must match), the plan
+    and the reference rows. Every planned query must be answered.
+
+    Raises:
+        EvalInputError: not a run folder, the benchmark changed, or queries are unanswered.
+    """
+    out_dir = Path(out_dir)
+    try:
+        manifest = read_manifest(out_dir)
+        plan = manifest["plan"]
+        protocol = ProtocolConfig(**manifest["protocol"])
+    except FileNotFoundError:
+        raise EvalInputError([f"ERROR {out_dir / 'run.json'}: missing; is {out_dir} a run folder?"], DATA) from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise EvalInputError([f"ERROR {out_dir / 'run.json'}: unreadable or written by an older version "
+                              f"({type(err).__name__}: {err})"], DATA) from None
+    benchmark, problems = resolve_benchmark(manifest["bench"])
+    if benchmark is not None and file_sha256(benchmark.file) != manifest.get("bench_sha256"):
+        problems.append(f"ERROR {benchmark.file}: changed since the run started (bench_sha256 differs)")
+    blind, p = resolve_blind(plan.get("blind_run"))
+    problems += p
+    human, p = resolve_human(plan.get("human_json"))
+    problems += p
+    if problems:
+        raise EvalInputError(problems, DATA)
+    planned = plan_run(benchmark, plan["settings"], protocol, manifest["seed"], manifest["circular"], plan["limit"])
+    with RunLock(out_dir, wait=wait):
+        done = read_predictions(out_dir)
+        missing = [pq.key for pq in planned if pq.key not in done]
+        if missing:
+            raise EvalInputError([f"ERROR {out_dir}: {len(missing)} of {len(planned)} planned queries are unanswered "
+                                  f"(first: {missing[0]}); run the missing shards first"], DATA)
+        merge_shards(out_dir)
+        summary = finish_run(out_dir, planned, manifest, plan["settings"], plan["limit"], protocol,
+                             plan["n_boot"] if n_boot is None else n_boot, blind, human,
+                             plan.get("plots", True) if plots is None else plots)
+        update_manifest(out_dir, lambda m: m.update(finished_at=utc_now()))
+    return summary
 
 
 def finish_run(out_dir: Path, planned: list[PlannedQuery], manifest: dict, settings: list[str],
                limit: int | None, protocol: ProtocolConfig, n_boot: int, blind: dict | None,
                human: dict | None, plots: bool) -> dict:
-    """Summary, report and plots from the finished prediction lines of this invocation's plan."""
+    """Summary, report and plots from the finished prediction lines of this plan."""
     from eval.report import render_report
 
     done = read_predictions(out_dir)
@@ -214,7 +261,7 @@ def finish_run(out_dir: Path, planned: list[PlannedQuery], manifest: dict, setti
     summary = summarize(records, protocol.max_extra, n_boot=n_boot, seed=manifest["seed"], header=header)
     summary["reference_rows"] = {"blind": blind, "human": human}
     write_summary(summary, out_dir)
-    (out_dir / "report.md").write_text(render_report(summary))
+    atomic_write_text(out_dir / "report.md", render_report(summary))
     if plots:
         from eval.plots import save_plots
         save_plots(summary, out_dir)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.atomic import atomic_write_json
 from eval.bootstrap import ALPHA, DEFAULT_N_BOOT
 from eval.metrics import accuracy_summary, chance_by_subset, score_units
 from eval.settings import setting_sort_key
 from eval.taxonomy import failure_taxonomy, failure_taxonomy_by_setting, letter_histogram, parse_stats
 
 SUMMARY = "summary.json"
+SCHEMA_VERSION = 2  # 2: usage totals; bump when a key changes meaning
 UNITS_NOTE = "accuracies, chance, deltas, gaps and rates in points (0-100); counts are integers"
 
 
@@ -30,6 +32,7 @@ def summarize(records: list[dict], max_extra: dict[str, int], n_boot: int = DEFA
     """
     units = score_units(records)
     summary = {
+        "schema_version": SCHEMA_VERSION,
         "units": UNITS_NOTE,
         "run": dict(header or {}),
         "n_samples": len({r["sample_id"] for r in records}),
@@ -42,16 +45,38 @@ def summarize(records: list[dict], max_extra: dict[str, int], n_boot: int = DEFA
     summary["failure_taxonomy_by_setting"] = failure_taxonomy_by_setting(records)
     summary["letter_histogram"] = letter_histogram(records)
     summary.update(parse_stats(records))
+    summary["usage"] = usage_totals(records)
     summary["bootstrap"] = {"n_boot": n_boot, "seed": seed, "cluster": "scene (Sample.cluster)",
                             "interval": f"{int(100 * (1 - ALPHA))} % percentile"}
     return summary
 
 
+def usage_totals(records: list[dict]) -> dict:
+    """What the answers cost, summed over prediction lines' ``meta``: prompt and completion
+    tokens (an endpoint's ``usage`` or a local model's token counts), seconds and attempts of
+    endpoint calls, and the queries whose answer is an error (a refused query)."""
+    totals = {"prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "attempts": 0, "errors": 0}
+    for rec in records:
+        meta = rec.get("meta") or {}
+        usage = meta.get("usage") or {}
+        totals["prompt_tokens"] += int(usage.get("prompt_tokens", meta.get("prompt_tokens", 0)) or 0)
+        totals["completion_tokens"] += int(usage.get("completion_tokens", meta.get("new_tokens", 0)) or 0)
+        totals["seconds"] += float(meta.get("seconds", 0.0) or 0.0)
+        totals["attempts"] += int(meta.get("attempts", 0) or 0)
+        totals["errors"] += 1 if meta.get("error") else 0
+    totals["seconds"] = round(totals["seconds"], 3)
+    return totals
+
+
 def write_summary(summary: dict, out_dir: Path) -> Path:
-    path = Path(out_dir) / SUMMARY
-    path.write_text(json.dumps(summary, indent=1) + "\n")
-    return path
+    """summary.json, atomically: a full disk or a kill leaves the previous one intact."""
+    return atomic_write_json(Path(out_dir) / SUMMARY, summary)
 
 
 def read_summary(out_dir: Path) -> dict:
-    return json.loads((Path(out_dir) / SUMMARY).read_text())
+    """summary.json as a dict; ValueError when it is not a JSON object."""
+    path = Path(out_dir) / SUMMARY
+    data = json.loads(path.read_bytes())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return data

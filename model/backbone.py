@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import warnings
+from pathlib import Path
 from typing import Dict
 
 import open_clip
 import torch
 import torch.nn.functional as F
 from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
+from safetensors.torch import load_file
 from torch import nn
 
 from model.config import BackboneConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 class FrozenClipBackbone(nn.Module):
@@ -105,22 +109,66 @@ def backbone_identity(visual: nn.Module, cfg: BackboneConfig) -> str:
             + (f"-pix{cfg.pixel_cells}" if cfg.pixel_cells else ""))
 
 
+def resolve_pretrained(pretrained: str) -> Path | None:
+    """The local open_clip folder (``open_clip_config.json`` + weights) ``pretrained`` names, else None.
+
+    A relative path is tried against the working directory, then against the repository root,
+    so the shipped tower (``checkpoints/backbone/<name>``) is found from any directory.
+    """
+    for base in (Path.cwd(), REPO_ROOT):
+        folder = (base / pretrained) if not Path(pretrained).is_absolute() else Path(pretrained)
+        if (folder / "open_clip_config.json").is_file():
+            return folder.resolve()
+    return None
+
+
+def load_open_clip_folder(folder: Path) -> CLIP:
+    """open_clip's own loader on a local folder (``create_model('local-dir:...')``, strict), then a
+    check that every stored tensor really arrived: a silent partial load would give random
+    features under a pretrained name."""
+    model = open_clip.create_model(f"local-dir:{folder}")
+    weights = next((folder / n for n in ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+                    if (folder / n).is_file()), None)
+    if weights is None:
+        raise FileNotFoundError(f"{folder}: no open_clip_model.safetensors beside open_clip_config.json")
+    if weights.suffix == ".safetensors":
+        stored = load_file(str(weights))
+    else:
+        stored = torch.load(weights, map_location="cpu", weights_only=True)
+    state = model.state_dict()
+    missing = sorted(set(state) - set(stored))
+    wrong = [k for k, v in stored.items() if k not in state or state[k].shape != v.shape
+             or not torch.equal(state[k].to(v.dtype), v)]
+    if missing or wrong:
+        raise RuntimeError(f"{weights}: weights did not load into the open_clip model "
+                           f"(missing {missing[:3]}, mismatched {wrong[:3]})")
+    return model
+
+
 def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
     """Create the open_clip tower named by cfg, load weights if any, lock it.
 
-    With cfg.pretrained None the tower is randomly initialised (seeded by cfg.init_seed) and a
-    warning says so: its features carry no semantics, only what random projections keep.
+    ``cfg.pretrained`` is a local open_clip folder (the shipped in-domain tower,
+    ``checkpoints/backbone/<name>``), an open_clip tag or checkpoint file for ``cfg.arch``, or
+    None: a randomly initialised tower (seeded by cfg.init_seed), announced by a warning: its
+    features carry no semantics, only what random projections keep.
     """
+    folder = resolve_pretrained(cfg.pretrained) if cfg.pretrained else None
     if cfg.pretrained is None:
         warnings.warn(
             f"backbone {cfg.arch!r} has NO pretrained weights (pretrained=None): features come "
             "from a randomly initialised ViT and are untrained. Set backbone.pretrained to an "
-            "open_clip tag or a local checkpoint path for real CLIP features.",
+            "open_clip folder, tag or local checkpoint path for trained features.",
             stacklevel=2,
         )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.init_seed)
-        if cfg.vision_cfg is not None:
+        if folder is not None:
+            clip = load_open_clip_folder(folder)
+            native = clip.visual.image_size[0] if isinstance(clip.visual.image_size, tuple) else clip.visual.image_size
+            if native != cfg.image_size:
+                raise ValueError(f"backbone.image_size {cfg.image_size} != {native}, the input size of {folder}")
+        elif cfg.vision_cfg is not None:
             vision = CLIPVisionCfg(**cfg.vision_cfg)
             text = CLIPTextCfg(context_length=8, vocab_size=16, width=8, heads=1, layers=1)
             clip = CLIP(embed_dim=cfg.embed_dim or vision.width, vision_cfg=vision, text_cfg=text)

@@ -79,28 +79,8 @@ def parse_model_spec(spec: str) -> tuple[str, str, dict]:
 
 def plot_curves(rows: list[tuple[str, dict]], path: Path) -> None:
     """Accuracy against the number of extra views, one line per model, SVS and MVN panels."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=150, sharey=True)
-    for ax, subset in zip(axes, ("SVS", "MVN")):
-        for name, s in rows:
-            acc = s.get("acc", {})
-            pts = sorted((int(k[1:]), v[subset]) for k, v in acc.items() if k.startswith("+") and subset in v)
-            if pts:
-                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=name)
-        chance = rows[0][1].get("chance", {}).get(subset) if rows else None
-        if chance is not None:
-            ax.axhline(chance, color="grey", linestyle=":", label="chance")
-        ax.set_xticks(range(4 if subset == "SVS" else 3))
-        ax.set_title(f"{subset}: accuracy vs extra views")
-        ax.set_xlabel("extra views added to V_GT (+k)")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy (%)")
-    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    from eval.plots import plot_distraction_curves
+    plot_distraction_curves(rows, path)
 
 
 def write_outputs(out: Path, runs: list[tuple[str, Path, float]]) -> dict:

@@ -3,7 +3,7 @@ benchmark, trained on its train split and scored on its val split.
 
     python scripts/probe_features.py [--config configs/default.yaml] [--out runs/probe_features.json] [key=value ...]
 
-Two probes, each a small classifier on frozen features (no question, no language head):
+Three probes, each a small classifier on frozen features (no question, no language head):
 
 * ``count``: how many people an image shows, from all its patch tokens (a per-cell MLP whose
   logits are averaged over the grid). Labels: the generator's per-camera counts in the
@@ -11,6 +11,10 @@ Two probes, each a small classifier on frozen features (no question, no language
 * ``shirt_colour``: the shirt colour of a marked person, from a 2x2 RoIAlign of the patch
   grid in the mark's box (a linear classifier). Labels: the shirts that attribute questions
   record for a scene's people, joined with every mark of that person in that scene.
+* ``posture``: the whole-body posture (bench.synth.captions.POSTURES: standing, crouching,
+  sitting, reaching, foot up, ...) of a marked person, from the same 2x2 RoIAlign (linear).
+  Labels: each spatial scene is rebuilt from the benchmark's stored generator config and seed
+  (scenes are deterministic), and every person mark is joined with that person's pose.
 
 With ``model.backbone.pixel_cells`` > 0 each probe also runs on the backbone tokens alone and
 on the pixel cells alone, so a weak tower and a strong one can be told apart. The majority
@@ -75,6 +79,39 @@ def shirt_labels(bench) -> list[tuple[str, tuple[float, float, float, float], st
             if key not in seen:
                 seen.add(key)
                 rows.append((key[0], key[1], colour))
+    return rows
+
+
+def posture_labels(bench_file: Path, bench) -> list[tuple[str, tuple[float, float, float, float], str]]:
+    """(image path, mark box, posture) for every person mark on a spatial image of ``bench``."""
+    import numpy as np
+
+    from bench.config import from_dict
+    from bench.synth.captions import posture_of
+    from bench.synth.config import SynthConfig
+    from bench.synth.scene import sample_scene
+    doc = json.loads(bench_file.read_text())
+    if "config" not in doc:
+        return []
+    synth = from_dict(SynthConfig, doc["config"])
+    people: dict[str, dict[int, str]] = {}
+    rows, seen = [], set()
+    for s in bench.samples:
+        if s.axis != "spatial" or not s.scene.startswith("s"):
+            continue
+        if s.scene not in people:
+            scene = sample_scene(np.random.default_rng([synth.seed, 2, int(s.scene[1:])]), synth, s.scene)
+            people[s.scene] = {p.pid: posture_of(p.pose) for p in scene.persons}
+        frames = {(v.view_id, f.t): f.image for v in s.views for f in v.frames}
+        for mark in s.marks:
+            posture = people[s.scene].get(mark.entity) if mark.entity else None
+            image = frames.get((mark.view_id, mark.t))
+            if posture is None or image is None:
+                continue
+            key = (str(bench.image_path(image).resolve()), tuple(mark.box))
+            if key not in seen:
+                seen.add(key)
+                rows.append((key[0], key[1], posture))
     return rows
 
 
@@ -164,10 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     train, held = (load_benchmark(root / split, check_images=False) for split in ("train", args.held_out))
     counts_tr, counts_va = count_labels(train), count_labels(held)
     shirts_tr, shirts_va = shirt_labels(train), shirt_labels(held)
+    postures_tr = posture_labels(root / "train" / "benchmark.json", train)
+    postures_va = posture_labels(root / args.held_out / "benchmark.json", held)
     if not counts_tr or not counts_va:
         raise SystemExit(f"{root}: no count labels in train/{args.held_out} (needs count_in_view or "
                          "dedup_count questions with meta.observations, as the synthetic generator writes)")
-    paths = sorted(set(counts_tr) | set(counts_va) | {r[0] for r in shirts_tr + shirts_va})
+    paths = sorted(set(counts_tr) | set(counts_va) | {r[0] for r in shirts_tr + shirts_va + postures_tr + postures_va})
     table = cache.table(paths, desc="encoding probe images")
     n_patch = table.patch_tokens.shape[1]
     grid = int(round(n_patch ** 0.5))
@@ -191,24 +230,27 @@ def main(argv: list[str] | None = None) -> int:
         count[name] = probe_count(x_tr[..., sl], y_tr, x_va[..., sl], y_va, args.epochs, cfg.seed)
     result["count"] = count
 
-    if shirts_tr and shirts_va:
-        colours = sorted({r[2] for r in shirts_tr + shirts_va})
-        f_tr, f_va = roi_features(table, shirts_tr, grid), roi_features(table, shirts_va, grid)
-        c_tr = torch.tensor([colours.index(r[2]) for r in shirts_tr])
-        c_va = torch.tensor([colours.index(r[2]) for r in shirts_va])
+    C = table.patch_tokens.shape[-1]
+    for probe, (rows_tr, rows_va) in {"shirt_colour": (shirts_tr, shirts_va),
+                                      "posture": (postures_tr, postures_va)}.items():
+        if not rows_tr or not rows_va:
+            continue
+        classes = sorted({r[2] for r in rows_tr + rows_va})
+        f_tr, f_va = roi_features(table, rows_tr, grid), roi_features(table, rows_va, grid)
+        c_tr = torch.tensor([classes.index(r[2]) for r in rows_tr])
+        c_va = torch.tensor([classes.index(r[2]) for r in rows_va])
         majority = Counter(c_tr.tolist()).most_common(1)[0][0]
-        shirt = {"n_train": len(c_tr), "n_val": len(c_va), "classes": len(colours),
-                 "majority_val_acc": 100 * (c_va == majority).float().mean().item()}
-        C = table.patch_tokens.shape[-1]
+        res = {"n_train": len(c_tr), "n_val": len(c_va), "classes": len(classes),
+               "majority_val_acc": 100 * (c_va == majority).float().mean().item()}
         for name, sl in subsets.items():
             cols = torch.arange(C)[sl]
             idx = (cols[:, None] * 4 + torch.arange(4)).flatten()  # roi_align flattens (C, 2, 2)
-            shirt[name] = probe_linear(f_tr[:, idx], c_tr, f_va[:, idx], c_va, len(colours), args.epochs, cfg.seed)
-        result["shirt_colour"] = shirt
+            res[name] = probe_linear(f_tr[:, idx], c_tr, f_va[:, idx], c_va, len(classes), args.epochs, cfg.seed)
+        result[probe] = res
 
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    for probe in ("count", "shirt_colour"):
+    for probe in ("count", "shirt_colour", "posture"):
         if probe not in result:
             continue
         r = result[probe]

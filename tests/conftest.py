@@ -3,15 +3,20 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The image index (bench/images.py) of test benchmarks goes to a throw-away folder, not ~/.cache.
+os.environ.setdefault("CROSSVIEW_CACHE_DIR", tempfile.mkdtemp(prefix="crossview-test-cache-"))
 sys.path.insert(0, str(Path(__file__).parent))
 
+from fake_endpoint import FakeEndpoint  # noqa: E402
 from tiny_bench import make_tiny_benchmark  # noqa: E402
 
 
@@ -19,3 +24,16 @@ from tiny_bench import make_tiny_benchmark  # noqa: E402
 def tiny_bench(tmp_path: Path) -> Path:
     """A valid tiny benchmark folder (16 samples, 4 views, 32 px, cameras on most views)."""
     return make_tiny_benchmark(tmp_path / "bench")
+
+
+@pytest.fixture
+def endpoint():
+    """Start local chat-completions servers (tests/fake_endpoint.py); all are closed after the test."""
+    servers: list[FakeEndpoint] = []
+
+    def start(script=(), after="ok", **kwargs) -> FakeEndpoint:
+        servers.append(FakeEndpoint(script, after, **kwargs))
+        return servers[-1]
+    yield start
+    for server in servers:
+        server.close()

@@ -221,3 +221,20 @@ def test_internvl_remote_code_path(bench, tmp_path):
     assert all(r["letter"] == "B" and r["meta"]["remote_code"] for r in records)
     assert all(r["meta"]["tiles"] == [3] * len(r["view_order"]) for r in records)
     assert all(set(r["meta"]["image_tokens_per_view"]) == {12} for r in records)
+
+
+def test_qwen2_vl_device_map_and_throughput_args(bench, qwen_dir, tmp_path):
+    """device_map=auto (accelerate) answers as the plain load does; device and batch args are
+    throughput: changing them resumes the folder; run.json fingerprints the weights."""
+    plain = _run(bench, tmp_path / "p", "qwen2_vl", f"path={qwen_dir}", "resolution=fixed:56x56", "max_new_tokens=3")
+    mapped = _run(bench, tmp_path / "m", "qwen2_vl", f"path={qwen_dir}", "resolution=fixed:56x56", "max_new_tokens=3",
+                  "device_map=auto", "max_batch=2")
+    assert [r["raw"] for r in mapped] == [r["raw"] for r in plain]
+    run = json.loads((tmp_path / "m" / "run.json").read_text())
+    assert run["throughput_args"]["device_map"] == "auto" and "device_map" not in run["model_args"]
+    assert len(run["model_provenance"]["weights"]["config.json"]) == 64
+    again = _run(bench, tmp_path / "m", "qwen2_vl", f"path={qwen_dir}", "resolution=fixed:56x56", "max_new_tokens=3",
+                 "device=cpu", "max_batch=0")  # a throughput change: accepted, nothing asked again
+    assert len(again) == len(mapped)
+    assert [i["answered"] for i in json.loads((tmp_path / "m" / "run.json").read_text())["invocations"]] == \
+        [len(mapped), 0]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -12,69 +10,11 @@ import pytest
 from eval.__main__ import main
 from eval.adapters.openai_compat import EndpointError
 from eval.runner import evaluate
+from fake_endpoint import FakeEndpoint, error_reply
 from tiny_bench import make_tiny_benchmark
 
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"
 FAST = dict(progress=False, plots=False, n_boot=20)
-
-
-class FakeEndpoint:
-    """A chat-completions server: replies follow ``script`` (status codes; "ok" answers), then
-    ``after`` for every later request. Thread-safe request log."""
-
-    def __init__(self, script: list = (), after="ok"):
-        self.script, self.after = list(script), after
-        self.bodies: list[dict] = []
-        self.auth: list[str | None] = []
-        self.lock = threading.Lock()
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep pytest output clean
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with endpoint.lock:
-                    endpoint.bodies.append(body)
-                    endpoint.auth.append(self.headers.get("Authorization"))
-                    action = endpoint.script.pop(0) if endpoint.script else endpoint.after
-                if action == "ok":
-                    reply = {"model": body["model"], "choices": [{"message": {"role": "assistant",
-                             "content": "The answer is (B)."}, "finish_reason": "stop"}],
-                             "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
-                    data, status = json.dumps(reply).encode(), 200
-                else:
-                    data, status = json.dumps({"error": {"message": f"status {action}"}}).encode(), int(action)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def count(self) -> int:
-        return len(self.bodies)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def endpoint():
-    servers: list[FakeEndpoint] = []
-
-    def start(script=(), after="ok") -> FakeEndpoint:
-        servers.append(FakeEndpoint(script, after))
-        return servers[-1]
-    yield start
-    for s in servers:
-        s.close()
 
 
 @pytest.fixture
@@ -110,12 +50,14 @@ def test_killed_run_resumes_without_resending(endpoint, bench, tmp_path):
     """The server dies after 5 answers; the rerun asks only what predictions.jsonl lacks."""
     broken = endpoint(script=["ok"] * 5, after="503")
     with pytest.raises(EndpointError, match="gave up after 2 attempts: HTTP 503"):
-        evaluate(bench, "openai", tmp_path / "o", batch_size=1, model_args=_args(broken, retries=1), **FAST)
+        evaluate(bench, "openai", tmp_path / "o", batch_size=1, model_args=_args(broken, retries=1, concurrency=1),
+                 **FAST)
     written = _lines(tmp_path / "o")
     assert len(written) == 5 and broken.count == 5 + 2  # 5 answers, then one query tried twice
     # base_url is part of the manifest, so the rerun talks to the same address: the server recovers
     broken.script, broken.after = [], "ok"
-    s = evaluate(bench, "openai", tmp_path / "o", batch_size=1, model_args=_args(broken, retries=1), **FAST)
+    s = evaluate(bench, "openai", tmp_path / "o", batch_size=1, model_args=_args(broken, retries=1, concurrency=3),
+                 **FAST)  # concurrency is a throughput argument: the resume may change it
     assert broken.count - 7 == s["n_queries"] - 5  # only the unfinished queries were sent
     assert len(_lines(tmp_path / "o")) == s["n_queries"]
 
@@ -144,8 +86,9 @@ def test_images_are_data_urls_in_prompt_order(endpoint, bench, tmp_path):
     assert body["temperature"] == 0 and body["max_tokens"] == 64 and body["model"] == "fake-gpt"
 
 
-def test_resized_frames_and_unfixable_4xx(endpoint, bench, tmp_path):
-    server = endpoint(script=["400"])
+def test_resized_frames_and_a_refused_query(endpoint, bench, tmp_path):
+    refusal = lambda handler, body: error_reply(400, "This model's maximum context length is 8192 tokens.")
+    server = endpoint(script=[refusal])
     evaluate(bench, "openai", tmp_path / "o", settings="+0", limit=2,
              model_args=_args(server, resolution="fixed:16x12", concurrency=1), **FAST)
     recs = _lines(tmp_path / "o")

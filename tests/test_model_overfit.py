@@ -1,13 +1,16 @@
-"""A tiny model memorises 16 samples: gradients reach the option scores through every part."""
-import time
+"""A tiny model memorises 16 samples: gradients reach the option scores through every part.
 
+A step budget, not a wall clock: the test must not depend on how loaded the machine is."""
 import torch
 
 from model import build_model, tiny_model_config
 from model.dummy_batch import random_batch
 
 
-def test_tiny_model_overfits_16_samples_within_60s():
+MAX_STEPS = 200  # seed 0 needs 26 steps: an 8x margin that does not depend on machine load
+
+
+def test_tiny_model_overfits_16_samples_within_a_step_budget():
     torch.manual_seed(0)
     cfg = tiny_model_config()
     model = build_model(cfg).train()
@@ -23,8 +26,8 @@ def test_tiny_model_overfits_16_samples_within_60s():
     n_options = batch["option_valid"].sum(1)
     answer = (torch.arange(n) * 7 + 3) % n_options  # answers spread over the letters
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # the trainer's default
-    start, accuracy, step = time.monotonic(), 0.0, 0
-    while time.monotonic() - start < 60 and accuracy < 1.0:
+    accuracy, step = 0.0, 0
+    while step < MAX_STEPS and accuracy < 1.0:
         out = model(batch)
         loss = torch.nn.functional.cross_entropy(out["option_logits"], answer)
         optimizer.zero_grad()
@@ -42,4 +45,4 @@ def test_tiny_model_overfits_16_samples_within_60s():
     with torch.no_grad():
         accuracy = (model(batch)["option_logits"].argmax(-1) == answer).float().mean().item()
     assert accuracy == 1.0, f"accuracy {accuracy} after {step} steps"
-    print(f"overfit in {step} steps, {time.monotonic() - start:.1f}s")
+    print(f"overfit in {step} steps")

@@ -77,3 +77,20 @@ def test_script_writes_its_figures(synth: Path, tmp_path: Path):
     for key in ("majority_val_acc", "all"):
         assert key in result["count"]
     assert {"train_acc", "val_acc", "val_within_one"} <= set(result["count"]["all"])
+
+
+def test_posture_labels_come_from_the_rebuilt_scene(synth: Path):
+    import numpy as np
+
+    from bench.synth.captions import POSTURES, posture_of
+    from bench.synth.scene import sample_scene
+    bench = load_benchmark(synth / "train", check_images=False)
+    rows = probe.posture_labels(synth / "train" / "benchmark.json", bench)
+    assert rows and all(Path(p).is_file() and r in POSTURES for p, _, r in rows)
+    # the rebuilt scene is the one the images show: its people match the marks' entities
+    s = next(s for s in bench.samples if s.marks and s.marks[0].entity)
+    cfg = load_config(SynthConfig, None, ["n_scenes=12", "render.width=64", "render.height=64"])
+    scene = sample_scene(np.random.default_rng([cfg.seed, 2, int(s.scene[1:])]), cfg, s.scene)
+    frames = {(v.view_id, f.t): f.image for v in s.views for f in v.frames}
+    key = (str(bench.image_path(frames[(s.marks[0].view_id, s.marks[0].t)]).resolve()), tuple(s.marks[0].box))
+    assert dict(((p, tuple(b)), r) for p, b, r in rows)[key] == posture_of(scene.person(s.marks[0].entity).pose)

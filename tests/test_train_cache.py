@@ -1,6 +1,8 @@
 """The feature cache: one encode per unique image, invalidation on change, corrupt entries rebuilt."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -88,3 +90,35 @@ def test_other_backbone_gets_other_entries(tmp_path, backbone):
     cache = FeatureCache(tmp_path / "cache", other)
     cache.table(paths)
     assert cache.n_encoded == 2
+
+
+def test_wrong_shape_entry_is_rebuilt(tmp_path, backbone):
+    """Right key, wrong tensor shape (say a cache written by another layer setting): rebuilt, not stacked."""
+    from safetensors.torch import load_file, save_file
+    paths = _images(tmp_path / "img", 2)
+    cache = FeatureCache(tmp_path / "cache", backbone)
+    good = cache.table(paths)
+    entry = sorted(cache.dir.rglob("*.safetensors"))[0]
+    tensors = load_file(str(entry))
+    tensors["patch_tokens"] = tensors["patch_tokens"][:-1].contiguous()  # one token short
+    save_file(tensors, str(entry))
+    cache2 = FeatureCache(tmp_path / "cache", backbone)
+    rebuilt = cache2.table(paths)
+    assert cache2.n_encoded == 1
+    assert torch.equal(good.patch_tokens, rebuilt.patch_tokens)
+
+
+def test_flipped_bits_are_caught_by_the_checksum(tmp_path, backbone):
+    paths = _images(tmp_path / "img", 2)
+    cache = FeatureCache(tmp_path / "cache", backbone)
+    good = cache.table(paths)
+    entry = sorted(cache.dir.rglob("*.safetensors"))[0]
+    data = bytearray(entry.read_bytes())
+    header_len = int.from_bytes(data[:8], "little")
+    start, _ = json.loads(data[8:8 + header_len])["patch_tokens"]["data_offsets"]
+    data[8 + header_len + start + 5] ^= 0x10  # one bit of one feature; the file still parses
+    entry.write_bytes(bytes(data))
+    cache2 = FeatureCache(tmp_path / "cache", backbone)
+    rebuilt = cache2.table(paths)
+    assert cache2.n_encoded == 1
+    assert torch.equal(good.patch_tokens, rebuilt.patch_tokens) and torch.equal(good.pooled, rebuilt.pooled)

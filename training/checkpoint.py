@@ -1,11 +1,16 @@
-"""Loading checkpoints safely (``weights_only=True``) and checking that they fit a config."""
+"""Loading checkpoints safely (``weights_only=True``) and checking that they fit a config.
+
+Every way a checkpoint can be wrong (missing, not a checkpoint, unpicklable, a bare tensor,
+a stored config that does not load, missing / unexpected / mis-shaped weights, another
+architecture) raises ``CheckpointError`` with one line naming the file and what to do.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
 
-from bench.config import from_dict, to_dict
+from bench.config import ConfigError, from_dict, to_dict
 from training.config import TrainConfig
 
 
@@ -21,14 +26,22 @@ def read_checkpoint(path: str | Path) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for a bad or unsafe file
-        raise CheckpointError(f"cannot load checkpoint {path}: {err}") from None
-    if "state_dict" not in ckpt or "config" not in ckpt.get("hyper_parameters", {}):
-        raise CheckpointError(f"{path} is not a checkpoint written by python train.py")
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"cannot load checkpoint {path}: {first}") from None
+    if not (isinstance(ckpt, dict) and isinstance(ckpt.get("state_dict"), dict)
+            and isinstance(ckpt.get("hyper_parameters"), dict) and "config" in ckpt["hyper_parameters"]):
+        raise CheckpointError(f"{path} is not a checkpoint written by python train.py "
+                              f"(found {type(ckpt).__name__} without state_dict and hyper_parameters.config)")
     return ckpt
 
 
-def checkpoint_config(ckpt: dict) -> TrainConfig:
-    return from_dict(TrainConfig, ckpt["hyper_parameters"]["config"])
+def checkpoint_config(ckpt: dict, path: str | Path = "checkpoint") -> TrainConfig:
+    """The TrainConfig stored in a checkpoint; CheckpointError when it does not load."""
+    try:
+        return from_dict(TrainConfig, ckpt["hyper_parameters"]["config"])
+    except (ConfigError, TypeError, ValueError, KeyError) as err:
+        raise CheckpointError(f"{path}: its stored config does not load ({' '.join(str(err).split())}); "
+                              "was it written by another version of this code?") from None
 
 
 def architecture_differences(old: TrainConfig, new: TrainConfig) -> list[str]:
@@ -46,19 +59,51 @@ def architecture_differences(old: TrainConfig, new: TrainConfig) -> list[str]:
     return [d for d in diffs if ".dropout" not in d]  # dropout changes no parameter
 
 
+def load_state(module, state_dict: dict, path: str | Path) -> None:
+    """``module.load_state_dict`` (strict) with every mismatch named in one CheckpointError."""
+    own = module.state_dict()
+    missing = [k for k in own if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in own]
+    misshaped = [f"{k} {tuple(v.shape)} vs {tuple(own[k].shape)}" for k, v in state_dict.items()
+                 if k in own and (not isinstance(v, torch.Tensor) or v.shape != own[k].shape)]
+    problems = []
+    for label, keys in (("missing", missing), ("unexpected", unexpected), ("mis-shaped (file vs model)", misshaped)):
+        if keys:
+            problems.append(f"{len(keys)} {label} weight(s): {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}")
+    if problems:
+        raise CheckpointError(f"{path} does not fit the model it describes: {'; '.join(problems)}; "
+                              "is the file complete and written by this version of python train.py?")
+    try:
+        module.load_state_dict(state_dict)
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: cannot load the weights ({' '.join(str(err).split())[:300]})") from None
+
+
 def load_module_from_checkpoint(path: str | Path):
     """A CrossViewModule rebuilt from the config stored in the checkpoint, weights loaded."""
     from training.module import CrossViewModule
     ckpt = read_checkpoint(path)
-    module = CrossViewModule(ckpt["hyper_parameters"]["config"])
-    module.load_state_dict(ckpt["state_dict"])
+    cfg = checkpoint_config(ckpt, path)
+    try:
+        module = CrossViewModule(to_dict(cfg))
+    except (ValueError, TypeError, KeyError) as err:
+        raise CheckpointError(f"{path}: its stored config does not build a model ({' '.join(str(err).split())})") \
+            from None
+    load_state(module, ckpt["state_dict"], path)
     return module
 
 
-def init_weights_from(module, path: str | Path) -> None:
-    """Fine-tuning start: copy the model weights of ``path`` into ``module`` (same architecture)."""
+def check_init_from(path: str | Path, cfg: TrainConfig) -> dict:
+    """The checkpoint ``init_from`` names, checked against ``cfg`` before any run folder exists."""
     ckpt = read_checkpoint(path)
-    diffs = architecture_differences(checkpoint_config(ckpt), module.cfg)
+    diffs = architecture_differences(checkpoint_config(ckpt, path), cfg)
     if diffs:
-        raise CheckpointError(f"init_from={path} has another architecture:\n  " + "\n  ".join(diffs))
-    module.load_state_dict(ckpt["state_dict"])
+        raise CheckpointError(f"init_from={path} has another architecture ({'; '.join(diffs)}); "
+                              "start from a checkpoint of the same model config")
+    return ckpt
+
+
+def init_weights_from(module, path: str | Path, ckpt: dict | None = None) -> None:
+    """Fine-tuning start: copy the model weights of ``path`` into ``module`` (same architecture)."""
+    ckpt = ckpt if ckpt is not None else check_init_from(path, module.cfg)
+    load_state(module, ckpt["state_dict"], path)

@@ -66,6 +66,7 @@ class TrainerConfig:
     check_val_every_n_epoch: int = 1
     limit_train_batches: float = 1.0  # a float fraction or an int count (tests)
     enable_progress_bar: bool = True
+    callbacks: list[str] = field(default_factory=list)  # extra Lightning callbacks, "package.module:Class"
 
 
 @dataclass

@@ -144,6 +144,7 @@ def collate(items: list[dict[str, Any]], table: FeatureTable, pad_id: int) -> di
     batch["answer_valid"] = torch.stack([it["answer_valid"] for it in items])
     batch["evidence_valid"] = torch.stack([it["evidence_valid"] for it in items])
     batch["sample_index"] = torch.tensor([it["sample_index"] for it in items])
+    batch["index"] = torch.tensor([it.get("index", -1) for it in items])
     batch["setting"] = [it["setting"] for it in items]
     return batch
 
@@ -196,7 +197,9 @@ class ViewSetDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         view_set = self.view_sets[index] if self.view_sets is not None else self.draw(index)
         sample = self.bench.samples[view_set.sample_index]
-        return build_item(sample, view_set, self.bench.root, self.table, self._text[sample.id])
+        item = build_item(sample, view_set, self.bench.root, self.table, self._text[sample.id])
+        item["index"] = index  # which view set: tells ranks' shares apart under DDP
+        return item
 
 
 def frame_count(sample: Sample) -> int:
@@ -205,16 +208,32 @@ def frame_count(sample: Sample) -> int:
 
 
 class BucketBatchSampler(Sampler[list[int]]):
-    """Shuffled batches of samples with the same frame count, reproducible from (seed, epoch).
+    """Shuffled batches of samples with the same frame count, reproducible from (seed, epoch),
+    split over the ranks of a distributed run.
 
     Padding a batch to its longest clip makes one 8-frame sample cost a whole batch eight
     times the compute, so still images and clips are batched apart. The permutation depends
     only on (seed, epoch): resuming mid-run replays it exactly. Lightning calls ``set_epoch``
     before every epoch; it is passed on to the dataset so augmentation depends on it too.
+
+    Under DDP every rank builds the same global batch order and takes every
+    ``num_replicas``-th batch starting at its ``rank``; the last ``len % num_replicas``
+    batches of an epoch (a different few each epoch) are left out so every rank runs the same
+    number of steps and no sample is seen twice. With one replica this is exactly the
+    single-process order.
+
+    Args:
+        dataset: the training ViewSetDataset.
+        batch_size: samples per batch (per rank).
+        seed: seeds the permutation together with the epoch.
+        num_replicas / rank: the data-parallel world size and this process's place in it.
     """
 
-    def __init__(self, dataset: ViewSetDataset, batch_size: int, seed: int):
+    def __init__(self, dataset: ViewSetDataset, batch_size: int, seed: int, num_replicas: int = 1, rank: int = 0):
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is outside 0..{num_replicas - 1}")
         self.dataset, self.batch_size, self.seed, self.epoch = dataset, batch_size, seed, 0
+        self.num_replicas, self.rank = num_replicas, rank
         self.buckets: dict[int, list[int]] = {}
         for index in range(len(dataset)):
             frames = frame_count(dataset.bench.samples[index])
@@ -224,7 +243,8 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.epoch = epoch
         self.dataset.set_epoch(epoch)
 
-    def _batches(self) -> list[list[int]]:
+    def global_batches(self) -> list[list[int]]:
+        """The epoch's batches over all ranks, in order."""
         rng = random.Random(f"sampler/{self.seed}/{self.epoch}")
         batches = []
         for frames in sorted(self.buckets):
@@ -234,8 +254,12 @@ class BucketBatchSampler(Sampler[list[int]]):
         rng.shuffle(batches)
         return batches
 
-    def __len__(self) -> int:
+    def _n_global(self) -> int:
         return sum(-(-len(b) // self.batch_size) for b in self.buckets.values())
 
+    def __len__(self) -> int:
+        return self._n_global() // self.num_replicas
+
     def __iter__(self):
-        return iter(self._batches())
+        batches = self.global_batches()
+        return iter(batches[self.rank: len(self) * self.num_replicas: self.num_replicas])

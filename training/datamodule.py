@@ -1,4 +1,12 @@
-"""The LightningDataModule: benchmark splits -> cached features -> view-set batches."""
+"""The LightningDataModule: benchmark splits -> cached features -> view-set batches.
+
+``prepare_data`` (one process per node, before the others start reading) generates the
+benchmark if it is missing and encodes every image the run needs into the feature cache;
+``setup`` only loads. Batches are split over the ranks of a distributed run by our own
+samplers (Lightning's DistributedSampler cannot wrap a bucketed batch sampler): training
+batches round-robin with an equal count per rank, validation view sets in contiguous
+frame-sorted shares, so every view set is seen by exactly one rank.
+"""
 from __future__ import annotations
 
 import functools
@@ -13,10 +21,27 @@ from training.config import TrainConfig
 from training.data import BucketBatchSampler, ViewSet, ViewSetDataset, collate, frame_count
 from training.features import FeatureCache, FeatureTable
 
+SPLITS = ("train", "val", "test")
+
 
 def split_images(bench: Benchmark) -> list[Path]:
     """Every image path of a split (duplicates included; the cache deduplicates)."""
     return [bench.root / f.image for s in bench.samples for v in s.views for f in v.frames]
+
+
+def ensure_benchmark(cfg: TrainConfig) -> Path:
+    """The benchmark folder; generated from ``data.generate_config`` when a split is missing."""
+    root = Path(cfg.data.bench_dir)
+    if all((root / s / "benchmark.json").is_file() or (root / s / "benchmark.jsonl").is_file() for s in SPLITS):
+        return root
+    if not cfg.data.generate_config:
+        raise FileNotFoundError(f"{root} lacks a train/val/test split and data.generate_config is empty")
+    from bench.__main__ import main as bench_main
+    print(f"[train] generating the synthetic benchmark into {root} ({cfg.data.generate_config}) ...", flush=True)
+    status = bench_main(["generate", "--config", cfg.data.generate_config, "--out", str(root)])
+    if status:
+        raise RuntimeError(f"benchmark generation failed with exit code {status}")
+    return root
 
 
 def protocol_view_sets(bench: Benchmark, settings: list[str], seed: int) -> list[ViewSet]:
@@ -29,11 +54,19 @@ def protocol_view_sets(bench: Benchmark, settings: list[str], seed: int) -> list
     return out
 
 
-def frame_sorted_batches(dataset: ViewSetDataset, batch_size: int) -> list[list[int]]:
-    """Fixed evaluation batches, grouped by frame count (see BucketBatchSampler)."""
+def frame_sorted_batches(dataset: ViewSetDataset, batch_size: int, num_replicas: int = 1,
+                         rank: int = 0) -> list[list[int]]:
+    """Fixed evaluation batches of one rank, grouped by frame count (see BucketBatchSampler).
+
+    The frame-sorted view sets are cut into ``num_replicas`` contiguous shares whose sizes
+    differ by at most one, so every rank has work whenever there are as many view sets as
+    ranks; one replica gives the single-process batches."""
     sets = dataset.view_sets or []
     order = sorted(range(len(sets)), key=lambda i: frame_count(dataset.bench.samples[sets[i].sample_index]))
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    per, extra = divmod(len(order), num_replicas)
+    start = rank * per + min(rank, extra)
+    mine = order[start:start + per + (1 if rank < extra else 0)]
+    return [mine[i:i + batch_size] for i in range(0, len(mine), batch_size)]
 
 
 def _limit(bench: Benchmark, n: int) -> Benchmark:
@@ -56,10 +89,20 @@ class CrossViewDataModule(L.LightningDataModule):
         self.cfg, self.cache, self.tokenizer = cfg, cache, tokenizer
         self.train_set: ViewSetDataset | None = None
         self.val_set: ViewSetDataset | None = None
+        self._prepared: dict[str, tuple[Benchmark, FeatureTable]] = {}  # this process's prepare_data work
 
     def _split(self, name: str, limit: int) -> tuple[Benchmark, FeatureTable]:
+        if name in self._prepared:
+            return self._prepared.pop(name)
         bench = _limit(load_benchmark(Path(self.cfg.data.bench_dir) / name), limit)
         return bench, self.cache.table(split_images(bench), desc=f"encoding {name} images")
+
+    def prepare_data(self) -> None:
+        """Generate the benchmark if missing and fill the feature cache (local rank 0 only)."""
+        ensure_benchmark(self.cfg)
+        data = self.cfg.data
+        for name, limit in (("train", data.limit_train), ("val", data.limit_val)):
+            self._prepared[name] = self._split(name, limit)
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -72,14 +115,24 @@ class CrossViewDataModule(L.LightningDataModule):
         val_sets = protocol_view_sets(val, self.cfg.eval.val_settings, self.cfg.eval.seed)
         self.val_set = ViewSetDataset(val, val_table, self.tokenizer, view_sets=val_sets)
 
+    def _replicas(self) -> tuple[int, int]:
+        """(world size, global rank) of the attached trainer; (1, 0) without one."""
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return 1, 0
+        return trainer.world_size, trainer.global_rank
+
     def _loader(self, dataset: ViewSetDataset, batch_sampler) -> DataLoader:
         return DataLoader(dataset, batch_sampler=batch_sampler, num_workers=self.cfg.data.num_workers,
                           collate_fn=functools.partial(collate, table=dataset.table, pad_id=self.tokenizer.pad_id))
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None
-        return self._loader(self.train_set, BucketBatchSampler(self.train_set, self.cfg.data.batch_size, self.cfg.seed))
+        world, rank = self._replicas()
+        return self._loader(self.train_set, BucketBatchSampler(self.train_set, self.cfg.data.batch_size, self.cfg.seed,
+                                                               num_replicas=world, rank=rank))
 
     def val_dataloader(self) -> DataLoader:
         assert self.val_set is not None
-        return self._loader(self.val_set, frame_sorted_batches(self.val_set, self.cfg.data.eval_batch_size))
+        world, rank = self._replicas()
+        return self._loader(self.val_set, frame_sorted_batches(self.val_set, self.cfg.data.eval_batch_size, world, rank))

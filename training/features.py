@@ -3,15 +3,16 @@
 Entries are keyed by the backbone identity (architecture, weights digest, image size, layer)
 and the SHA-256 of the image bytes, so a changed image or a changed backbone gets a new key
 and can never be served stale features. Each entry is one safetensors file that stores the
-key it was written for; an entry that fails to load, has the wrong shape or names another
-key is treated as missing and rebuilt. Files are written to a temporary name and renamed, so
-an interrupted build leaves no half-written entry.
+key it was written for and a checksum of its tensor bytes. An entry that fails to load,
+names another key, has another shape or dtype than the backbone produces, or whose bytes do
+not match its checksum (a flipped bit) is treated as missing and rebuilt, with a warning.
+Files are written to a temporary name and renamed, so an interrupted build leaves no
+half-written entry.
 """
 from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Protocol
@@ -21,6 +22,8 @@ import torch
 from PIL import Image
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from bench.atomic import atomic_target
 from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,14 @@ def load_image_tensor(path: str | Path, size: int, mean, std) -> torch.Tensor:
         arr = np.asarray(img, dtype=np.float32) / 255.0
     x = torch.from_numpy(arr).permute(2, 0, 1)
     return (x - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)
+
+
+def _checksum(patch_tokens: torch.Tensor, pooled: torch.Tensor) -> bytes:
+    """A 16-byte BLAKE2b of the tensors' bytes: catches flipped bits the file format does not."""
+    h = hashlib.blake2b(digest_size=16)
+    for tensor in (patch_tokens, pooled):
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.digest()
 
 
 def _image_hw(path: str) -> tuple[int, int]:
@@ -86,6 +97,7 @@ class FeatureCache:
         self.batch_size = batch_size
         self._hash_memo: dict[tuple[str, int, int], str] = {}
         self.n_encoded = 0  # images encoded by this instance (for the benchmarks and tests)
+        self._shapes: dict[str, tuple[int, ...]] | None = None
 
     def _content_hash(self, path: Path) -> str:
         # Hashing is cheap next to encoding, but a memo keyed by mtime and size avoids
@@ -99,6 +111,15 @@ class FeatureCache:
     def _entry_path(self, content_hash: str) -> Path:
         return self.dir / content_hash[:2] / f"{content_hash}.safetensors"
 
+    @torch.no_grad()
+    def expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Per-image shapes the backbone produces (one forward pass of a blank image, once)."""
+        if self._shapes is None:
+            size = self.encoder.cfg.image_size
+            out = self.encoder(torch.zeros(1, 3, size, size))
+            self._shapes = {name: tuple(out[name].shape[1:]) for name in ("patch_tokens", "pooled")}
+        return self._shapes
+
     def _read(self, content_hash: str) -> dict[str, torch.Tensor] | None:
         path = self._entry_path(content_hash)
         if not path.is_file():
@@ -106,11 +127,22 @@ class FeatureCache:
         try:
             entry = load_file(str(path))
             key = bytes(entry.pop("key").tolist()).decode()
+            stored_sum = bytes(entry.pop("checksum").tolist()) if "checksum" in entry else None
         except (SafetensorError, OSError, KeyError, UnicodeDecodeError, RuntimeError, ValueError):
             log.warning("feature cache: corrupt entry %s, rebuilding it", path)
             return None
         if key != f"{self.identity}|{content_hash}" or set(entry) != {"patch_tokens", "pooled"}:
             log.warning("feature cache: entry %s belongs to another key, rebuilding it", path)
+            return None
+        shapes = self.expected_shapes()
+        for name, tensor in entry.items():
+            if tensor.dtype != torch.float16 or tuple(tensor.shape) != shapes[name]:
+                log.warning("feature cache: entry %s holds %s %s %s, the backbone gives float16 %s; rebuilding it",
+                            path, name, str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape), shapes[name])
+                return None
+        if stored_sum is None or stored_sum != _checksum(entry["patch_tokens"], entry["pooled"]):
+            why = "has no checksum (an older cache)" if stored_sum is None else "fails its checksum"
+            log.warning("feature cache: entry %s %s, rebuilding it", path, why)
             return None
         return entry
 
@@ -118,10 +150,10 @@ class FeatureCache:
         path = self._entry_path(content_hash)
         path.parent.mkdir(parents=True, exist_ok=True)
         key = torch.tensor(list(f"{self.identity}|{content_hash}".encode()), dtype=torch.uint8)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        save_file({"patch_tokens": patch_tokens.to(torch.float16).contiguous(),
-                   "pooled": pooled.to(torch.float16).contiguous(), "key": key}, str(tmp))
-        os.replace(tmp, path)
+        patch_tokens, pooled = patch_tokens.to(torch.float16).contiguous(), pooled.to(torch.float16).contiguous()
+        checksum = torch.tensor(list(_checksum(patch_tokens, pooled)), dtype=torch.uint8)
+        with atomic_target(path, durable=False) as tmp:  # a cache entry can be rebuilt
+            save_file({"patch_tokens": patch_tokens, "pooled": pooled, "key": key, "checksum": checksum}, str(tmp))
 
     @torch.no_grad()
     def _encode(self, paths: list[Path]) -> dict[str, torch.Tensor]:

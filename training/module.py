@@ -39,12 +39,15 @@ class CrossViewModule(L.LightningModule):
         out = self.model(batch)
         losses = self.criterion(out, batch)
         size = len(batch["answer"])
+        # sync_dist: epoch values averaged over ranks under DDP (a no-op in one process)
         for name, value in losses.items():
-            self.log(f"train/{name}", value, batch_size=size, prog_bar=name == "loss", on_step=True, on_epoch=True)
+            self.log(f"train/{name}", value, batch_size=size, prog_bar=name == "loss", on_step=True, on_epoch=True,
+                     sync_dist=True)
         valid = batch["answer_valid"]
         if valid.any():
             acc = (out["option_logits"].argmax(-1) == batch["answer"])[valid].float().mean()
-            self.log("train/acc", acc, batch_size=int(valid.sum()), prog_bar=True, on_step=True, on_epoch=True)
+            self.log("train/acc", acc, batch_size=int(valid.sum()), prog_bar=True, on_step=True, on_epoch=True,
+                     sync_dist=True)
         return losses["loss"]
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
@@ -57,11 +60,20 @@ class CrossViewModule(L.LightningModule):
             self._val[setting][1] += 1
 
     def on_validation_epoch_end(self) -> None:
+        # Each rank scored its own share of the view sets: sum the counts over ranks (Lightning's
+        # strategy reduce; a no-op in one process) before dividing, so val/acc is the accuracy
+        # over all view sets, not a mean of per-rank accuracies.
+        settings = sorted(set(self.cfg.eval.val_settings))
+        counts = torch.tensor([self._val[s] if s in self._val else [0, 0] for s in settings], dtype=torch.long,
+                              device=self.device)
+        counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
         accs = []
-        for setting, (correct, total) in sorted(self._val.items()):
-            acc = 100.0 * correct / max(total, 1)
+        for setting, (correct, total) in zip(settings, counts.tolist()):
+            if total == 0:
+                continue
+            acc = 100.0 * correct / total
             accs.append(acc)
-            self.log(f"val/acc_{setting}", acc, sync_dist=True)
+            self.log(f"val/acc_{setting}", acc, sync_dist=True)  # equal on every rank already
         if accs:
             self.log("val/acc", sum(accs) / len(accs), prog_bar=True, sync_dist=True)
         self._val.clear()

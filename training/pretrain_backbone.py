@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, IGNORE, 
 from bench.synth.captions import FRAC_BINS
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from model.pretrain_heads import PretrainHeads
+from training.features import file_sha256
 from training.pretrain_corpus import DENSE_FIELDS, PERSON_FIELDS, CorpusConfig, build_corpus
 
 MAX_COUNT = 9
@@ -191,8 +191,12 @@ def _save_atomic(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True) -> dict:
-    """Train (or resume) and export; returns the figures written to the model card."""
+def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, stop_after: int | None = None) -> dict:
+    """Train (or resume) and export; returns the figures written to the model card.
+
+    ``stop_after``: end after that many steps in all, with the state saved and nothing
+    exported (as an interruption would; tests use it to check resuming).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
@@ -236,7 +240,8 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True) ->
     heads.train()
     bar = tqdm(total=total, initial=step, disable=not progress, desc="pretrain", unit="step")
     window, t_window = {}, time.time()
-    while step < total:
+    end = total if stop_after is None else min(total, stop_after)
+    while step < end:
         epoch, k = divmod(step, len(batches))
         batch = batches.get(epoch, k)
         for group in opt.param_groups:
@@ -257,9 +262,9 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True) ->
         step += 1
         bar.update(1)
         for n, v in terms.items():
-            window[n] = window.get(n, 0.0) + float(v)
+            window[n] = window.get(n, 0.0) + float(v.detach())
         window["total"] = window.get("total", 0.0) + float(loss)
-        if step % cfg.log_every == 0 or step == total:
+        if step % cfg.log_every == 0 or step == end:
             n_steps = (step - 1) % cfg.log_every + 1
             elapsed = time.time() - t_window
             spent += elapsed
@@ -275,10 +280,12 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True) ->
                 writer.writerow(row)
             bar.set_postfix(loss=row["total"], clip=row.get("clip"), img_s=row["img_per_s"])
             window, t_window = {}, time.time()
-        if step % cfg.ckpt_every == 0 or step == total:
+        if step % cfg.ckpt_every == 0 or step == end:
             _save_atomic({"model": model.state_dict(), "heads": heads.state_dict(), "opt": opt.state_dict(),
                           "step": step, "seconds": spent, "config": to_dict(cfg)}, state_file)
     bar.close()
+    if step < total:
+        return {"steps": step, "stopped": True}
     plot_losses(log_file, out_dir / "loss.png")
     return export(model, name, model_cfg, tokenizer, cfg, out_dir, step, spent, data, log_file,
                   time.time() - t_start)
@@ -307,14 +314,6 @@ def plot_losses(log_file: Path, out_png: Path) -> None:
     os.replace(tmp, out_png)
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def export(model, name: str, model_cfg: dict, tokenizer: CaptionTokenizer, cfg: PretrainConfig, out_dir: Path,
            steps: int, train_seconds: float, data: dict, log_file: Path, wall: float) -> dict:
     """Write the open_clip folder (config, fp16 weights) and the model card's figures."""
@@ -341,7 +340,65 @@ def export(model, name: str, model_cfg: dict, tokenizer: CaptionTokenizer, cfg: 
                "sha256": file_sha256(out_dir / "open_clip_model.safetensors"),
                "config": to_dict(cfg)}
     (out_dir / "pretrain_figures.json").write_text(json.dumps(figures, indent=1) + "\n")
+    write_model_card(out_dir, figures)
     return figures
+
+
+def write_model_card(out_dir: Path, figures: dict) -> None:
+    """MODEL_CARD.md: what the tower is, how it was made (data, seeds, steps, time, losses), its
+    sha256 and what it is not. A "Probes" section may be appended by hand from
+    scripts/probe_features.py; it is kept when the card is rewritten."""
+    cfg, c = figures["config"], figures["config"]["corpus"]
+    losses = figures["final_losses"]
+    card = out_dir / "MODEL_CARD.md"
+    kept = ""
+    if card.is_file() and "\n## Probes" in card.read_text():
+        kept = card.read_text()[card.read_text().index("\n## Probes"):]
+    text = f"""# {figures['name']}: an in-domain CLIP tower for the synthetic cross-view benchmark
+
+An open_clip CLIP ({figures['params'] / 1e6:.2f} M parameters) pretrained on this repository's own
+renders: a ViT image tower and a small text tower over a closed caption vocabulary. It is the
+default frozen backbone of the cross-view model (`model.backbone.pretrained`).
+
+**What it is not:** a model of real photographs. It has seen only views rendered by `bench.synth`
+(capsule people, a checkerboard floor, boxes, balls, poles, chairs), so its features describe this
+renderer's images and nothing else. Use real CLIP weights for real images.
+
+## Files
+- `open_clip_config.json`: the open_clip architecture (`model_cfg`, from
+  `{cfg['model_config']}`), preprocessing (resize without crop to {figures['config']['corpus']['image_size']} px,
+  CLIP mean/std) and the caption tokenizer's vocabulary.
+- `open_clip_model.safetensors`: fp16 weights of the whole CLIP (image and text towers; the
+  auxiliary heads are dropped). sha256 `{figures['sha256']}`.
+- `log.csv`, `loss.png`: the loss terms during training; `pretrain_figures.json`: the figures below.
+
+Load: `open_clip.create_model('local-dir:checkpoints/backbone/{figures['name']}')`, or through
+`model.backbone.build_backbone` (which checks that every stored tensor arrived).
+
+## How it was made
+    python -m training.pretrain_backbone --config configs/backbone/{figures['name']}.yaml --out checkpoints/backbone/{figures['name']}
+
+- Data: {figures['images']:,} images ({c['n_spatial']:,} spatial scenes, one image per camera; {c['n_temporal']}
+  temporal scenes, {c['frames_per_view']} frames per camera) with {figures['persons']:,} visible people, rendered from the
+  scene distribution of `{c['bench_config']}` with corpus seed {c['seed']} on the seed-stream tags 100 / 101
+  (benchmark splits use 2 / 4: no benchmark scene is in the corpus). About {c['mark_prob']:.0%} carry
+  Set-of-Mark boxes drawn as the benchmark draws them.
+- Supervision, per view only (nothing links views, no question text): a canonical caption of the
+  view (people left to right with colours, hat, posture, raised or hidden arms, touched object;
+  the objects; a sentence per marked person), dense labels on the patch grid (body part, shirt and
+  trouser colour, entity and object kind, person centres, log depth), the number of people shown,
+  and per person its attributes from a RoIAlign of its box.
+- Loss: CLIP image-text (identical captions are positives) + the auxiliary heads, equal weights.
+- Training: seed {cfg['seed']}, {figures['epochs']} epochs, {figures['steps']:,} steps of batch {cfg['batch_size']}, AdamW lr {cfg['lr']}
+  (warm-up {cfg['warmup_steps']} steps, cosine), weight decay {cfg['weight_decay']}; {figures['train_seconds']:,} s of training at
+  {figures['img_per_s']} images/s, {figures['wall_seconds']:,} s for the whole command (rendering included), on 2 CPU cores.
+- Final losses (mean of the last logged steps): clip {losses.get('clip')}, count {losses.get('count')},
+  dense part {losses.get('dense_part')}, dense shirt {losses.get('dense_shirt')}, region shirt {losses.get('region_shirt')},
+  region posture {losses.get('region_posture')}, region arms {losses.get('region_arm_l')} / {losses.get('region_arm_r')}.
+"""
+    tmp = out_dir / ".tmp-MODEL_CARD.md"
+    tmp.write_text(text + kept)
+    tmp.replace(card)
 
 
 def main(argv: list[str] | None = None) -> int:

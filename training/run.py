@@ -2,10 +2,14 @@
 
 benchmark (generated if missing) -> feature cache -> Lightning fit -> held-out protocol run
 through the evaluator (adapter ``crossview``) -> checkpoints/<run>/ with the report.
+
+Under DDP every process runs this function (Lightning's launcher starts the others by
+re-running the command; torchrun / SLURM start them all). Generating the benchmark and
+filling the cache happen once, in the DataModule's ``prepare_data``; only global rank 0
+writes the run folder, and it hands the folder's name to the processes it launches.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -17,30 +21,17 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
+from bench.atomic import atomic_write_bytes, atomic_write_json
 from bench.config import save_config, to_dict
-from training.checkpoint import CheckpointError, architecture_differences, checkpoint_config, init_weights_from, read_checkpoint
+from training.checkpoint import (CheckpointError, architecture_differences, check_init_from, checkpoint_config,
+                                 init_weights_from, read_checkpoint)
 from training.config import TrainConfig
-from training.datamodule import CrossViewDataModule
+from training.datamodule import CrossViewDataModule, ensure_benchmark  # noqa: F401  (ensure_benchmark: public API)
 from training.features import FeatureCache
 from training.module import CrossViewModule
+from training.provenance import finish_provenance, start_provenance
 
 log = logging.getLogger(__name__)
-SPLITS = ("train", "val", "test")
-
-
-def ensure_benchmark(cfg: TrainConfig) -> Path:
-    """The benchmark folder; generated from ``data.generate_config`` when a split is missing."""
-    root = Path(cfg.data.bench_dir)
-    if all((root / s / "benchmark.json").is_file() or (root / s / "benchmark.jsonl").is_file() for s in SPLITS):
-        return root
-    if not cfg.data.generate_config:
-        raise FileNotFoundError(f"{root} lacks a train/val/test split and data.generate_config is empty")
-    from bench.__main__ import main as bench_main
-    print(f"[train] generating the synthetic benchmark into {root} ({cfg.data.generate_config}) ...", flush=True)
-    status = bench_main(["generate", "--config", cfg.data.generate_config, "--out", str(root)])
-    if status:
-        raise RuntimeError(f"benchmark generation failed with exit code {status}")
-    return root
 
 
 class EpochSeed(Callback):
@@ -53,9 +44,46 @@ class EpochSeed(Callback):
         torch.manual_seed(self.seed * 1000 + trainer.current_epoch)
 
 
+RUN_DIR_ENV = "CROSSVIEW_RUN_DIR"  # rank 0's run folder, inherited by the processes Lightning launches
+
+
 def run_dir_for(cfg: TrainConfig, config_name: str) -> Path:
+    """checkpoints/<run_name>, or <config>-<time>; a process launched by rank 0 uses rank 0's."""
+    if os.environ.get(RUN_DIR_ENV):
+        return Path(os.environ[RUN_DIR_ENV])
     name = cfg.run_name or f"{config_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     return Path(cfg.out_dir) / name
+
+
+def global_rank() -> int:
+    """This process's global rank as the launcher set it (0 when not launched distributed)."""
+    from lightning.pytorch.utilities import rank_zero_only
+    return int(getattr(rank_zero_only, "rank", 0) or 0)
+
+
+def build_strategy(name: str):
+    """Lightning's strategy for ``trainer.strategy``. "ddp" tells DDP that some parameters get
+    no gradient in some batches: which ones depends on the batch (the unknown-camera embedding
+    only sees uncalibrated views, the clip-time path only clips, optional components only
+    their inputs), and plain DDP stops at the first such step."""
+    if name == "ddp":
+        from lightning.pytorch.strategies import DDPStrategy
+        return DDPStrategy(find_unused_parameters=True)
+    return name
+
+
+def user_callbacks(names: list[str]) -> list[Callback]:
+    """``trainer.callbacks`` entries ("package.module:Class", no arguments) as instances."""
+    import importlib
+    out = []
+    for name in names:
+        module, _, attr = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError, ValueError) as err:
+            raise ValueError(f"trainer.callbacks: cannot import {name!r} ({err}); expected 'module:Class'") from None
+        out.append(cls())
+    return out
 
 
 def latest_run(out_dir: str | Path, config_name: str) -> Path | None:
@@ -90,7 +118,7 @@ def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig,
 
 
 def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | None = None,
-          callbacks: list[Callback] | None = None) -> dict:
+          callbacks: list[Callback] | None = None, components: tuple | None = None) -> dict:
     """Train, evaluate, write the run folder; returns the evaluator's summary (metrics.json).
 
     Args:
@@ -98,28 +126,39 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         config_name: names the run folder (``<config_name>-<time>`` unless cfg.run_name is set).
         resume: a run folder (or its last.ckpt) to continue; its architecture must match cfg.
         callbacks: extra Lightning callbacks (tests, custom logging).
+        components: (feature cache, tokenizer) to use instead of ``build_components(cfg)``;
+            scripts/probe_ceiling.py feeds ground-truth features through it. The caller owns
+            the check that model.patch_dim / pooled_dim match the cache's features.
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     ckpt_path = None
+    init_ckpt = None
     if resume is not None:
         resume = Path(resume)
         ckpt_path = resume if resume.is_file() else resume / "last.ckpt"
-        diffs = architecture_differences(checkpoint_config(read_checkpoint(ckpt_path)), cfg)
+        diffs = architecture_differences(checkpoint_config(read_checkpoint(ckpt_path), ckpt_path), cfg)
         if diffs:
-            raise CheckpointError(f"refusing to resume {ckpt_path}: the architecture changed:\n  " + "\n  ".join(diffs))
+            raise CheckpointError(f"refusing to resume {ckpt_path}: the architecture changed ({'; '.join(diffs)}); "
+                                  "resume with the run's own config.yaml")
         run_dir = ckpt_path.parent
     else:
         run_dir = run_dir_for(cfg, config_name)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
-    ensure_benchmark(cfg)
-    cache, tokenizer = build_components(cfg)
-    datamodule = CrossViewDataModule(cfg, cache, tokenizer)
-    datamodule.setup("fit")
+        if cfg.init_from:  # checked before anything is generated, encoded or written
+            init_ckpt = check_init_from(cfg.init_from, cfg)
+    extra_callbacks = [*user_callbacks(cfg.trainer.callbacks), *(callbacks or [])]
+    cache, tokenizer = components if components is not None else build_components(cfg)
+    datamodule = CrossViewDataModule(cfg, cache, tokenizer)  # data is made and read inside fit (prepare_data)
     module = CrossViewModule(to_dict(cfg))
-    if cfg.init_from and ckpt_path is None:
-        init_weights_from(module, cfg.init_from)
+    if init_ckpt is not None:
+        init_weights_from(module, cfg.init_from, init_ckpt)
         print(f"[train] initialised from {cfg.init_from}", flush=True)
+    # The run folder is made only once every input has been accepted: a refused run leaves none.
+    started = time.time()
+    if global_rank() == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
+        started = start_provenance(run_dir, cfg, resumed=ckpt_path is not None)
+        os.environ[RUN_DIR_ENV] = str(run_dir)  # the processes Lightning starts write to the same folder
     t = cfg.trainer
     checkpoint = ModelCheckpoint(dirpath=run_dir, filename="best", monitor="val/acc", mode="max",
                                  save_top_k=1, enable_version_counter=False)
@@ -127,17 +166,25 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
     # checkpoint is written, so an epoch without a better val/acc would not refresh it.
     last = ModelCheckpoint(dirpath=run_dir, filename="last", monitor=None, save_top_k=1,
                            enable_version_counter=False)
+    logger = CSVLogger(run_dir, name="logs",
+                       version="" if ckpt_path is None else f"resumed-{time.strftime('%Y%m%d-%H%M%S')}")
     trainer = L.Trainer(
         max_epochs=t.max_epochs, accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes,
-        strategy=t.strategy, precision=t.precision, gradient_clip_val=t.gradient_clip_val,
+        strategy=build_strategy(t.strategy), precision=t.precision, gradient_clip_val=t.gradient_clip_val,
         log_every_n_steps=t.log_every_n_steps, check_val_every_n_epoch=t.check_val_every_n_epoch,
         limit_train_batches=t.limit_train_batches, enable_progress_bar=t.enable_progress_bar,
-        callbacks=[checkpoint, last, EpochSeed(cfg.seed), *(callbacks or [])], logger=CSVLogger(run_dir, name="logs", version="" if ckpt_path is None else f"resumed-{time.strftime('%Y%m%d-%H%M%S')}"),
+        callbacks=[checkpoint, last, EpochSeed(cfg.seed), *extra_callbacks], logger=logger,
+        # Our samplers split the data over ranks (Lightning cannot wrap a bucketed batch sampler).
+        use_distributed_sampler=False,
         default_root_dir=run_dir, deterministic=False, enable_model_summary=False,
     )
-    started = time.time()
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None)
-    fit_seconds = time.time() - started
+    fit_started = time.time()
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None)
+    finally:
+        if global_rank() == 0:
+            os.environ.pop(RUN_DIR_ENV, None)  # the next train() in this process names its own folder
+    fit_seconds = time.time() - fit_started
     if not trainer.is_global_zero:
         return {}
     metrics: dict = {"fit_seconds": round(fit_seconds, 1), "run_dir": str(run_dir),
@@ -149,8 +196,8 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         summary = evaluate_module(module.eval(), cache, tokenizer, cfg, run_dir / "eval")
         metrics = {**summary, **metrics}
         _copy_reports(run_dir / "eval", run_dir)
-    with open(run_dir / "metrics.json", "w") as fh:
-        json.dump(metrics, fh, indent=2)
+    atomic_write_json(run_dir / "metrics.json", metrics, indent=2)
+    finish_provenance(run_dir, cfg, trainer, started, cache.identity)
     return metrics
 
 
@@ -162,7 +209,4 @@ def _copy_reports(eval_dir: Path, run_dir: Path) -> None:
     """report.md and the plots sit at the top of the run folder too."""
     for path in eval_dir.iterdir():
         if path.suffix in (".md", ".png"):
-            target = run_dir / path.name
-            tmp = target.with_suffix(target.suffix + f".tmp{os.getpid()}")
-            tmp.write_bytes(path.read_bytes())
-            os.replace(tmp, target)
+            atomic_write_bytes(run_dir / path.name, path.read_bytes())

@@ -147,20 +147,24 @@ class CaptionTokenizer:
     Args:
         vocab: the word list (``caption_vocabulary()`` when None).
         context_length: tokens per text, start and end included; longer texts are cut.
+        drop_unknown: leave out words outside the vocabulary instead of coding them as unknown
+            (zero-shot scoring of free text such as benchmark questions).
     """
 
     PAD, SOT, UNK = 0, 1, 2
 
-    def __init__(self, vocab: list[str] | None = None, context_length: int = 128):
+    def __init__(self, vocab: list[str] | None = None, context_length: int = 128, drop_unknown: bool = False):
         self.vocab = list(vocab if vocab is not None else caption_vocabulary())
         self.index = {w: i + 3 for i, w in enumerate(self.vocab)}
         self.eot = len(self.vocab) + 3
         self.vocab_size = self.eot + 1
         self.context_length = context_length
+        self.drop_unknown = drop_unknown
 
     def encode(self, text: str) -> list[int]:
         words = re.findall(r"[a-z0-9_]+|[:,.?()]", text.lower())
-        return [self.index.get(w, self.UNK) for w in words]
+        ids = [self.index.get(w, self.UNK) for w in words]
+        return [i for i in ids if i != self.UNK] if self.drop_unknown else ids
 
     def __call__(self, texts: str | list[str]) -> torch.Tensor:
         """(N, context_length) int64 token ids."""

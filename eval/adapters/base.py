@@ -5,7 +5,13 @@ An adapter subclasses ``ModelAdapter``, declares its arguments as a dataclass ``
 implements ``generate(requests) -> responses``, one ``Response`` per ``Request``, in order.
 A response holds raw text (parsed by eval/parser.py) and/or per-option scores (argmax,
 no parsing). The evaluator batches requests (``--batch-size``); an adapter that cannot
-batch simply loops.
+batch simply loops. An adapter that answers many requests at once without batching them
+(an HTTP endpoint) overrides ``stream`` instead, so its concurrency is independent of the
+batch size.
+
+Arguments that only change how fast answers come (concurrency, timeouts, retries, batch
+size, device) are declared with ``throughput(default)``: a resumed run may change them,
+while every other argument is part of the run's identity.
 """
 from __future__ import annotations
 
@@ -13,10 +19,18 @@ import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterable, Iterator
 
 from bench.config import from_dict, to_dict
 from bench.format import Benchmark, Camera, Sample
+
+
+THROUGHPUT = "throughput"
+
+
+def throughput(default: Any) -> Any:
+    """An ``Args`` field that changes speed, not answers (resuming may change it)."""
+    return field(default=default, metadata={THROUGHPUT: True})
 
 
 @dataclass(frozen=True)
@@ -80,8 +94,29 @@ class ModelAdapter(ABC):
         return cls(from_dict(cls.Args, dict(args or {}), path="model_arg"))
 
     def args_dict(self) -> dict[str, Any]:
-        """The resolved arguments, stored in the run manifest."""
+        """Every resolved argument."""
         return to_dict(self.args) if dataclasses.is_dataclass(self.args) else dict(vars(self.args))
+
+    @classmethod
+    def throughput_keys(cls) -> set[str]:
+        """Names of the ``Args`` fields declared with ``throughput(...)``."""
+        if not dataclasses.is_dataclass(cls.Args):
+            return set()
+        return {f.name for f in dataclasses.fields(cls.Args) if f.metadata.get(THROUGHPUT)}
+
+    def identity_args(self) -> dict[str, Any]:
+        """The arguments that change answers: the run manifest's ``model_args``."""
+        keys = self.throughput_keys()
+        return {k: v for k, v in self.args_dict().items() if k not in keys}
+
+    def throughput_args(self) -> dict[str, Any]:
+        """The arguments that change only speed (recorded, not compared on resume)."""
+        keys = self.throughput_keys()
+        return {k: v for k, v in self.args_dict().items() if k in keys}
+
+    def provenance(self) -> dict[str, Any]:
+        """Facts about what answered, for run.json (device, weights fingerprint, served model)."""
+        return {"device": "cpu"}
 
     def prepare(self, benchmark: Benchmark) -> None:
         """Hook: see the benchmark once before answering (e.g. a letter prior)."""
@@ -89,3 +124,24 @@ class ModelAdapter(ABC):
     @abstractmethod
     def generate(self, requests: list[Request]) -> list[Response]:
         """Answer a batch of requests, one Response each, in order."""
+
+    def stream(self, requests: Iterable[Request], batch_size: int) -> Iterator[tuple[Request, Response]]:
+        """(request, response) pairs as answers complete, in any order.
+
+        The default asks ``generate`` for consecutive batches of ``batch_size``. An adapter
+        with its own pool of workers overrides it to keep that pool busy across batches.
+        """
+        batch: list[Request] = []
+        for request in requests:
+            batch.append(request)
+            if len(batch) == batch_size:
+                yield from self._answer_batch(batch)
+                batch = []
+        if batch:
+            yield from self._answer_batch(batch)
+
+    def _answer_batch(self, batch: list[Request]) -> Iterator[tuple[Request, Response]]:
+        responses = self.generate(batch)
+        if len(responses) != len(batch):
+            raise RuntimeError(f"model {self.name!r} returned {len(responses)} responses for {len(batch)} requests")
+        return zip(batch, responses)

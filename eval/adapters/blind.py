@@ -19,7 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.base import ModelAdapter, Request, Response, throughput
+from eval.adapters.hf_common import auto_device
 from eval.adapters.registry import register_model
 from eval.prompt import format_options
 
@@ -91,8 +92,8 @@ class BlindLLM(ModelAdapter):
         gguf_file: str = ""  # GGUF file inside path; "" = none, or the folder's only .gguf
         mode: str = "generate"  # generate (free text, parsed) | score (option log-likelihood)
         max_new_tokens: int = 16  # generate mode
-        max_batch: int = 0  # queries per forward pass; 0 = the evaluator's --batch-size
-        device: str = "auto"  # auto | cpu | cuda
+        max_batch: int = throughput(0)  # queries per forward pass; 0 = the evaluator's --batch-size
+        device: str = throughput("auto")  # auto | cpu | cuda
 
     def __init__(self, args=None):
         super().__init__(args)
@@ -109,7 +110,7 @@ class BlindLLM(ModelAdapter):
             import torch
             device = self.args.device
             if device == "auto":
-                device = "cuda" if torch.cuda.is_available() else "cpu"
+                device = auto_device(torch.cuda.is_available())
             self.tok, self.model = load_causal_lm(*self.weights, device)
 
     def prepare(self, benchmark) -> None:

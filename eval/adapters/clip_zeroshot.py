@@ -1,7 +1,10 @@
 """CLIP zero-shot: score each option's text against the query's images with open_clip.
 
 ``--model clip-zeroshot --model-arg arch=ViT-B-32 --model-arg pretrained=openai`` (a tag whose
-weights are already in the local open_clip/HF cache, or a local checkpoint file). Each option
+weights are already in the local open_clip/HF cache, or a local checkpoint file), or
+``--model-arg pretrained=checkpoints/backbone/synthclip-s16``: a local open_clip folder such as
+the shipped in-domain tower, loaded strictly with its own tokenizer (a closed caption
+vocabulary: words it does not know are dropped from the captions). Each option
 becomes a caption (``template``, default "{question} {option}"); its score is the cosine
 similarity to every frame of every view, averaged. It reads no camera and no view order: a
 floor for "image-text matching without reasoning".
@@ -18,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.validate import LETTERS
-from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.base import ModelAdapter, Request, Response, throughput
+from eval.adapters.hf_common import auto_device
 from eval.adapters.registry import register_model
 
 RANDOM_WARNING = ("clip-zeroshot: NO pretrained weights (pretrained=''): the CLIP backbone is randomly "
@@ -32,11 +36,12 @@ class ClipZeroShot(ModelAdapter):
     @dataclass
     class Args:
         arch: str = "ViT-B-32"  # open_clip model name (python -c "import open_clip; print(open_clip.list_models())")
-        pretrained: str = ""  # open_clip tag (cached locally) or checkpoint file; "" = RANDOM weights
+        pretrained: str = ""  # open_clip tag (cached locally), checkpoint file or local open_clip folder;
+        #   "" = RANDOM weights
         model_config: str = ""  # optional JSON model config registered with open_clip; arch = its file stem
         template: str = "{question} {option}"  # caption per option; fields: question, option, letter
         init_seed: int = 0  # seeds random weights (pretrained="")
-        device: str = "auto"  # auto | cpu | cuda
+        device: str = throughput("auto")  # auto | cpu | cuda
 
     def __init__(self, args=None):
         super().__init__(args)
@@ -53,15 +58,20 @@ class ClipZeroShot(ModelAdapter):
     def _build(self) -> None:
         import open_clip
         import torch
+        from model.backbone import load_open_clip_folder, resolve_pretrained
+        self.device = self.args.device
+        if self.device == "auto":
+            self.device = auto_device(torch.cuda.is_available())
+        folder = resolve_pretrained(self.args.pretrained) if self.args.pretrained else None
+        if folder is not None:
+            self._build_folder(folder, load_open_clip_folder)
+            return
         if self.args.model_config:
             if not Path(self.args.model_config).is_file():
                 raise ValueError(f"model_config={self.args.model_config}: no such file")
             open_clip.add_model_config(self.args.model_config)
         if self.args.arch not in open_clip.list_models():
             raise ValueError(f"arch={self.args.arch!r} is not an open_clip model (see open_clip.list_models())")
-        self.device = self.args.device
-        if self.device == "auto":
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.args.init_seed)
@@ -74,6 +84,31 @@ class ClipZeroShot(ModelAdapter):
         self.model = model.eval()
         self.preprocess = preprocess
         self.tokenizer = open_clip.get_tokenizer(self.args.arch)
+
+    def _build_folder(self, folder: Path, load) -> None:
+        """A local open_clip folder; its config may name the caption tokenizer it was trained with."""
+        import json
+
+        import open_clip
+        from open_clip.transform import PreprocessCfg, image_transform_v2
+
+        from bench.synth.captions import CaptionTokenizer
+        try:
+            model = load(folder).to(self.device)
+        except Exception as err:
+            raise ValueError(f"cannot load the open_clip folder {folder}: {type(err).__name__}: {err}") from None
+        config = json.loads((folder / "open_clip_config.json").read_text())
+        spec = config.get("tokenizer")
+        if spec:
+            if spec.get("class") != "bench.synth.captions.CaptionTokenizer":
+                raise ValueError(f"{folder}/open_clip_config.json: unknown tokenizer class {spec.get('class')!r}")
+            self.tokenizer = CaptionTokenizer(spec["vocab"], spec["context_length"], drop_unknown=True)
+        else:
+            self.tokenizer = open_clip.get_tokenizer(f"local-dir:{folder}")
+        pp = PreprocessCfg(**{k: v for k, v in config.get("preprocess_cfg", {}).items()
+                              if k in PreprocessCfg.__dataclass_fields__})
+        self.preprocess = image_transform_v2(pp, is_train=False)
+        self.model = model.eval()
 
     def _captions(self, request: Request) -> list[str]:
         q = request.sample.question.strip()

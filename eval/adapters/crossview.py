@@ -11,8 +11,9 @@ from pathlib import Path
 import torch
 
 from bench.format import Benchmark
-from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.registry import register_model
+from eval.errors import RunError
 
 
 @register_model("crossview")
@@ -22,13 +23,13 @@ class CrossViewAdapter(ModelAdapter):
     @dataclass
     class Args:
         ckpt: str = ""  # a checkpoint written by python train.py (last.ckpt / best.ckpt)
-        cache_dir: str = "data/cache"  # backbone feature cache
-        device: str = "cpu"  # "cpu" or "cuda"
+        cache_dir: str = throughput("data/cache")  # backbone feature cache
+        device: str = throughput("cpu")  # "cpu" or "cuda"
 
     def __init__(self, args=None, loaded=None):
         super().__init__(args)
         # Imported here so the evaluator's other adapters never pull in model/training.
-        from training.checkpoint import load_module_from_checkpoint
+        from training.checkpoint import CheckpointError, load_module_from_checkpoint
         from training.features import FeatureCache
         from training.text import build_tokenizer
         from model.backbone import build_backbone
@@ -38,7 +39,10 @@ class CrossViewAdapter(ModelAdapter):
                 raise ValueError("crossview needs --model-arg ckpt=PATH (a checkpoint from python train.py)")
             if not Path(self.args.ckpt).is_file():
                 raise ValueError(f"crossview: checkpoint not found: {self.args.ckpt}")
-            module = load_module_from_checkpoint(self.args.ckpt)
+            try:
+                module = load_module_from_checkpoint(self.args.ckpt)
+            except CheckpointError as err:  # a file problem, not a bad argument: exit 1, one line
+                raise RunError(str(err)) from None
             cache = FeatureCache(self.args.cache_dir, build_backbone(module.cfg.model.backbone))
             loaded = (module, cache, build_tokenizer(module.cfg.model))
         self.module, self.cache, self.tokenizer = loaded
@@ -51,6 +55,14 @@ class CrossViewAdapter(ModelAdapter):
     def from_loaded(cls, module, cache, tokenizer, device: str = "cpu") -> "CrossViewAdapter":
         """Wrap an in-memory model (the end of ``python train.py``) without reloading it."""
         return cls(cls.Args(ckpt="<in memory>", device=device), loaded=(module, cache, tokenizer))
+
+    def provenance(self) -> dict:
+        ckpt = Path(self.args.ckpt)
+        weights = None
+        if ckpt.is_file():  # the in-memory model of python train.py has no file of its own
+            from eval.manifest import file_sha256
+            weights = {"ckpt_sha256": file_sha256(ckpt)}
+        return {"device": str(self.device), "weights": weights, "backbone": self.cache.identity}
 
     def prepare(self, benchmark: Benchmark) -> None:
         from training.datamodule import split_images

@@ -10,14 +10,41 @@ adapter module, and ``--model random`` must not pay for loading transformers.
 from __future__ import annotations
 
 import copy
+import hashlib
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.resolution import ResolutionPolicy, load_frames
 from eval.prompt import IMAGE_TOKEN
+
+
+def auto_device(cuda_available: bool, env: dict[str, str] | None = None) -> str:
+    """The device ``device=auto`` means: cuda:LOCAL_RANK under torchrun / accelerate launch
+    (one GPU per process), cuda on a single-process GPU machine, else cpu."""
+    if not cuda_available:
+        return "cpu"
+    env = os.environ if env is None else env
+    local_rank = env.get("LOCAL_RANK")
+    return f"cuda:{int(local_rank)}" if local_rank and local_rank.isdigit() else "cuda"
+
+
+def weights_fingerprint(path: str | Path) -> dict:
+    """SHA-256 of a local model folder's config.json and weights index (or, for a single weights
+    file, of its name and size): which weights answered, without reading gigabytes."""
+    folder = Path(path)
+    out: dict[str, Any] = {}
+    for name in ("config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if (folder / name).is_file():
+            out[name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin", ".gguf"))
+    if files:
+        listing = "\n".join(f"{p.name}\t{p.stat().st_size}" for p in files)
+        out["weight_files"] = hashlib.sha256(listing.encode()).hexdigest()
+    return out
 
 
 def chat_messages(prompt: str) -> list[dict]:
@@ -66,10 +93,11 @@ class HFVisionLanguageAdapter(ModelAdapter):
         path: str = ""  # local folder with config.json, weights, processor and chat template
         resolution: str = "native"  # native | fixed:WxH | budget:PIXELS (see eval/adapters/resolution.py)
         max_new_tokens: int = 32  # greedy decoding stops here or at end of turn
-        max_batch: int = 0  # queries per forward pass; 0 = the evaluator's --batch-size
-        device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
+        max_batch: int = throughput(0)  # queries per forward pass; 0 = the evaluator's --batch-size
+        device: str = throughput("auto")  # auto (cuda:LOCAL_RANK under torchrun, else cuda when available) | cpu | cuda | cuda:N
+        device_map: str = throughput("")  # "auto": spread a model too large for one GPU over all visible GPUs (accelerate)
         dtype: str = "auto"  # auto (bfloat16 on GPU, float32 on CPU) | float32 | bfloat16 | float16
-        attn_implementation: str = ""  # "" = transformers' default; e.g. sdpa, flash_attention_2
+        attn_implementation: str = throughput("")  # "" = transformers' default; e.g. sdpa, flash_attention_2
 
     trust_remote_code = False  # only InternVL may turn this on, through its own Args
 
@@ -107,7 +135,7 @@ class HFVisionLanguageAdapter(ModelAdapter):
         import torch
         device = self.args.device
         if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+            device = auto_device(torch.cuda.is_available())
         dtype = self.args.dtype
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") else "float32"
@@ -120,8 +148,12 @@ class HFVisionLanguageAdapter(ModelAdapter):
         common = dict(local_files_only=True, trust_remote_code=self.trust_remote_code)
         self.processor = AutoProcessor.from_pretrained(self.args.path, **common)
         extra = {"attn_implementation": self.args.attn_implementation} if self.args.attn_implementation else {}
+        if self.args.device_map:  # model parallel: accelerate places the layers over the visible GPUs
+            extra["device_map"] = self.args.device_map
         self.model = AutoModelForImageTextToText.from_pretrained(self.args.path, dtype=dtype, **common, **extra)
-        self.model.to(device).eval()
+        if not self.args.device_map:
+            self.model.to(device)
+        self.model.eval()
         self._setup_tokenizer()
 
     def _setup_tokenizer(self) -> None:
@@ -133,6 +165,14 @@ class HFVisionLanguageAdapter(ModelAdapter):
     def prepare(self, benchmark) -> None:
         if self.model is None:
             self.load()
+
+    def provenance(self) -> dict:
+        device = None
+        if self.model is not None:
+            devices = sorted({str(d) for d in getattr(self.model, "hf_device_map", {}).values()})
+            device = ",".join(devices) if devices else str(self.model.device)
+        return {"device": device or self.args.device, "weights": weights_fingerprint(self.args.path),
+                "dtype": str(getattr(self.model, "dtype", self.args.dtype)).removeprefix("torch.")}
 
     # ---- answering ------------------------------------------------------------------------
     def generate(self, requests: list[Request]) -> list[Response]:

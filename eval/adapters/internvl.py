@@ -63,8 +63,12 @@ class InternVL(HFVisionLanguageAdapter):
         from transformers import AutoModel, AutoTokenizer
         device, dtype = self._device_and_dtype()
         self.tokenizer = AutoTokenizer.from_pretrained(self.args.path, trust_remote_code=True, local_files_only=True)
+        placement = {"device_map": self.args.device_map} if self.args.device_map else {}
         self.model = AutoModel.from_pretrained(self.args.path, dtype=dtype, trust_remote_code=True,
-                                               local_files_only=True).to(device).eval()
+                                               local_files_only=True, **placement)
+        if not self.args.device_map:
+            self.model.to(device)
+        self.model.eval()
 
     def generate(self, requests: list[Request]) -> list[Response]:
         if self.native:

@@ -6,41 +6,56 @@ API, or a local vLLM / SGLang server.
         --model-arg base_url=https://api.openai.com/v1 --model-arg model=gpt-4o-2024-08-06
 
 Images travel as base64 data URLs, interleaved with the prompt's text where its ``<image>``
-placeholders stand. Temperature 0. Requests of one evaluator batch run on a thread pool
-(``concurrency``); 429, 5xx, timeouts and connection errors are retried with exponential
-backoff (honouring Retry-After). When retries run out the run stops with an error, and the
-batches already answered stay in predictions.jsonl: re-running the same command sends only
-the unanswered queries. A 4xx that retrying cannot fix (say a refused image) is recorded as an
-empty answer with ``meta.error``; 401/403/404 stop the run (a wrong key or URL is run-wide).
-Standard library only (urllib).
+placeholders stand. Temperature 0. Requests run on one run-wide pool of ``concurrency``
+workers, each with its own kept-alive connection (eval/adapters/http_client.py), so
+``concurrency`` requests stay in flight whatever the evaluator's ``--batch-size``, and each
+answer is handed back (and written) as soon as it arrives.
+
+What each reply means:
+- 2xx: the answer.
+- 408/409/425/429/5xx, timeouts, dropped connections, half replies: retried with exponential
+  backoff, honouring Retry-After (seconds or an HTTP date). When retries run out the run
+  stops with an error; answers already written stay in predictions.jsonl and a rerun of the
+  same command sends only the unanswered queries.
+- 400/413/422 whose error names a reason of this one query (context length, content policy,
+  an image it refuses): a per-query refusal, recorded as an empty answer with ``meta.error``.
+- any redirect and any other 4xx (401/403/404/405, an unexplained 400): run-wide; the run
+  stops at once. Redirects are never followed, so the key only goes to ``base_url``'s origin.
+Every error text is stripped of the key and of anything that looks like a token before it is
+printed or stored.
 """
 from __future__ import annotations
 
 import base64
-import http.client
 import io
 import json
 import os
-import socket
+import re
+import sys
 import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from eval.adapters.base import ModelAdapter, Request, Response
+from eval.adapters.base import ModelAdapter, Request, Response, throughput
+from eval.adapters.http_client import KeepAliveClient, origin, one_line, redact, retry_after_seconds
 from eval.adapters.registry import register_model
+from eval.errors import RunError
 from eval.adapters.resolution import ResolutionPolicy, load_frames
 from eval.prompt import IMAGE_TOKEN
 
-RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
-FATAL_STATUS = {401, 403, 404}
+RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+REFUSAL_STATUS = {400, 413, 422}  # per-query only when the error text names a per-query reason
+REFUSAL_REASON = re.compile(
+    r"(?i)context[ _-]?length|maximum context|too (?:long|large|many)|token limit|content[ _-]?(?:policy|filter|"
+    r"management)|safety|moderation|invalid[ _-]?image|image[ _-]?(?:parse|format|size|too)|unsupported image|"
+    r"payload too large")
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp"}
 
 
-class EndpointError(RuntimeError):
-    """The endpoint cannot answer (retries exhausted, or a run-wide 401/403/404)."""
+class EndpointError(RunError):
+    """The endpoint cannot answer: retries exhausted, a redirect, or a run-wide 4xx."""
 
 
 def image_data_url(path: Path) -> str:
@@ -66,10 +81,10 @@ class OpenAICompatible(ModelAdapter):
         api_key_env: str = "OPENAI_API_KEY"  # NAME of the variable holding the key; "" = send no key
         max_tokens: int = 64  # completion budget per query
         max_tokens_field: str = "max_tokens"  # some models want max_completion_tokens
-        timeout: float = 120.0  # seconds per HTTP attempt
-        retries: int = 6  # extra attempts on 429 / 5xx / timeouts / connection errors
-        backoff: float = 1.0  # first wait in seconds; doubles each retry (capped at 60 s)
-        concurrency: int = 4  # requests in flight at once
+        timeout: float = throughput(120.0)  # seconds per HTTP attempt
+        retries: int = throughput(6)  # extra attempts on 429 / 5xx / timeouts / connection errors
+        backoff: float = throughput(1.0)  # first wait in seconds; doubles each retry (capped at 60 s)
+        concurrency: int = throughput(4)  # requests in flight at once, run-wide (independent of --batch-size)
         resolution: str = "native"  # native sends the stored files; fixed:WxH / budget:PIXELS re-encode PNGs
         image_detail: str = ""  # OpenAI's image "detail" (low/high/auto); "" = omit
 
@@ -87,6 +102,9 @@ class OpenAICompatible(ModelAdapter):
             raise ValueError("concurrency and max_tokens must be >= 1, retries >= 0")
         self.policy = ResolutionPolicy.parse(self.args.resolution)
         self.url = self.args.base_url.rstrip("/") + "/chat/completions"
+        self.client = KeepAliveClient(self.url, self.args.timeout)
+        self._pool: ThreadPoolExecutor | None = None
+        self._served: set[str] = set()  # model names the endpoint says answered (provenance)
 
     # ---- request building -----------------------------------------------------------------
     def _image_urls(self, request: Request) -> tuple[list[str], list[list[int]] | None]:
@@ -112,38 +130,63 @@ class OpenAICompatible(ModelAdapter):
         return body, sizes
 
     # ---- HTTP -----------------------------------------------------------------------------
+    def _key(self) -> str:
+        return os.environ.get(self.args.api_key_env, "") if self.args.api_key_env else ""
+
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         if self.args.api_key_env:
-            headers["Authorization"] = "Bearer " + os.environ.get(self.args.api_key_env, "")
+            headers["Authorization"] = "Bearer " + self._key()
         return headers
 
+    def _clean(self, text: str) -> str:
+        """An error text safe to print and store: no key, no token, one line."""
+        return one_line(redact(text, [self._key()]))
+
+    def _error_text(self, status: int, body: bytes) -> str:
+        detail = redact(body[:4096].decode("utf-8", "replace"), [self._key()])
+        return self._clean(f"HTTP {status} from {self.url}: {detail}")
+
     def _post(self, body: dict) -> tuple[dict | None, str | None, int]:
-        """(response JSON, None, attempts) or (None, per-query error, attempts); raises EndpointError."""
+        """(response JSON, None, attempts) or (None, per-query refusal, attempts); raises EndpointError."""
         data = json.dumps(body).encode()
         last = ""
         for attempt in range(self.args.retries + 1):
             wait = min(60.0, self.args.backoff * 2 ** attempt)
-            req = urllib.request.Request(self.url, data=data, headers=self._headers(), method="POST")
             try:
-                with urllib.request.urlopen(req, timeout=self.args.timeout) as resp:
-                    return json.loads(resp.read().decode("utf-8")), None, attempt + 1
-            except urllib.error.HTTPError as err:
-                detail = err.read()[:300].decode("utf-8", "replace")
-                last = f"HTTP {err.code} from {self.url}: {detail}"
-                if err.code in FATAL_STATUS:
-                    raise EndpointError(last) from None
-                if err.code not in RETRY_STATUS:
-                    return None, last, attempt + 1
-                retry_after = err.headers.get("Retry-After") if err.headers else None
-                if retry_after and retry_after.replace(".", "", 1).isdigit():
-                    wait = min(60.0, max(wait, float(retry_after)))
-            except (urllib.error.URLError, http.client.HTTPException, socket.timeout, ConnectionError,
-                    json.JSONDecodeError) as err:  # dropped connections, half replies: worth retrying
-                last = f"{type(err).__name__} from {self.url}: {getattr(err, 'reason', err)}"
+                reply = self.client.post(data, self._headers())
+            except KeepAliveClient.RETRYABLE as err:  # dropped connections, timeouts: worth retrying
+                last = self._clean(f"{type(err).__name__} from {self.url}: {err}")
+                reply = None
+            if reply is not None:
+                status = reply.status
+                if 200 <= status < 300:
+                    try:
+                        return json.loads(reply.body.decode("utf-8")), None, attempt + 1
+                    except (UnicodeDecodeError, json.JSONDecodeError) as err:  # a half reply
+                        last = self._clean(f"unreadable reply from {self.url}: {err}")
+                elif 300 <= status < 400:
+                    target = origin(reply.headers.get("location", "")) or "an unnamed place"
+                    raise EndpointError(self._clean(
+                        f"HTTP {status} redirect from {self.url} to {target} refused (the key is only sent to "
+                        f"base_url); set base_url to the address that answers"))
+                elif status in RETRY_STATUS:
+                    last = self._error_text(status, reply.body)
+                    after = retry_after_seconds(reply.headers.get("retry-after"))
+                    if after is not None:
+                        wait = min(60.0, max(wait, after))
+                else:
+                    text = self._error_text(status, reply.body)
+                    if status in REFUSAL_STATUS and REFUSAL_REASON.search(text):
+                        return None, text, attempt + 1
+                    hint = {401: "check the key in $" + (self.args.api_key_env or "(none)"),
+                            403: "check the key's permissions", 404: "check base_url and model"}.get(
+                        status, "check base_url, model and the request fields")
+                    raise EndpointError(f"{text} (run-wide: {hint}; answers so far are kept)")
             if attempt < self.args.retries:
                 time.sleep(wait)
-        raise EndpointError(f"gave up after {self.args.retries + 1} attempts: {last}")
+        raise EndpointError(f"gave up after {self.args.retries + 1} attempts: {last}; rerun the same command to "
+                            "continue (answers so far are kept)")
 
     def _answer(self, request: Request) -> Response:
         body, sizes = self.payload(request)
@@ -160,20 +203,67 @@ class OpenAICompatible(ModelAdapter):
             choice = reply["choices"][0]
             text = choice["message"].get("content") or ""
         except (KeyError, IndexError, TypeError, AttributeError):
-            meta["error"] = f"unexpected reply shape: {json.dumps(reply)[:300]}"
+            meta["error"] = self._clean(f"unexpected reply shape: {json.dumps(reply)}")
             return Response(text="", meta=meta)
         meta["finish_reason"] = choice.get("finish_reason")
         if isinstance(reply.get("usage"), dict):
             meta["usage"] = {k: v for k, v in reply["usage"].items() if isinstance(v, int)}
         if reply.get("model"):
             meta["served_model"] = reply["model"]
+            self._served.add(str(reply["model"]))
         return Response(text=text if isinstance(text, str) else json.dumps(text), meta=meta)
+
+    def _workers(self) -> ThreadPoolExecutor:
+        if self._pool is None:  # one pool for the adapter's life: its threads keep their connections
+            self._pool = ThreadPoolExecutor(max_workers=self.args.concurrency, thread_name_prefix="openai")
+        return self._pool
 
     def generate(self, requests: list[Request]) -> list[Response]:
         if len(requests) == 1 or self.args.concurrency == 1:
             return [self._answer(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=min(self.args.concurrency, len(requests))) as pool:
-            return list(pool.map(self._answer, requests))  # map keeps request order
+        return list(self._workers().map(self._answer, requests))  # map keeps request order
+
+    def stream(self, requests: Iterable[Request], batch_size: int) -> Iterator[tuple[Request, Response]]:
+        """Keep ``concurrency`` requests in flight across the whole run, whatever the batch size;
+        yield each answer as it arrives. When a request fails for good, or on Ctrl-C, nothing new
+        is sent, the requests in flight are waited for and their answers yielded (they are paid
+        for), then the failure is raised."""
+        pool, source = self._workers(), iter(requests)
+        in_flight: dict[Future, Request] = {}
+        failure: BaseException | None = None
+
+        def send_next() -> None:
+            request = next(source, None)
+            if request is not None:
+                in_flight[pool.submit(self._answer, request)] = request
+
+        for _ in range(self.args.concurrency):
+            send_next()
+        while in_flight:
+            try:
+                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt as err:  # a second Ctrl-C while draining abandons the rest
+                if failure is not None:
+                    raise
+                failure = err
+                print(f"interrupted: waiting for the {len(in_flight)} request(s) in flight (Ctrl-C again to drop "
+                      "them)", file=sys.stderr, flush=True)
+                continue
+            for future in finished:
+                request = in_flight.pop(future)
+                try:
+                    response = future.result()
+                except Exception as err:
+                    failure = failure or err
+                    continue
+                yield request, response
+                if failure is None:
+                    send_next()
+        if failure is not None:
+            raise failure
+
+    def provenance(self) -> dict:
+        return {"device": f"endpoint {origin(self.url)}", "served_model": sorted(self._served)}
 
 
 @register_model("openai_compat")

