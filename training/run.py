@@ -176,7 +176,7 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         callbacks=[checkpoint, last, EpochSeed(cfg.seed), *extra_callbacks], logger=logger,
         # Our samplers split the data over ranks (Lightning cannot wrap a bucketed batch sampler).
         use_distributed_sampler=False,
-        default_root_dir=run_dir, deterministic=False, enable_model_summary=False,
+        default_root_dir=run_dir, deterministic="warn" if t.deterministic else False, enable_model_summary=False,
     )
     fit_started = time.time()
     try:
