@@ -76,8 +76,17 @@ def _option_keys_ok(add_l: Counter, add_r: Counter, right: Counter, listed: Coun
     return True
 
 
-def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
-    """Balanced subset of ``records`` (question records from ``verify_candidate``)."""
+def select(records: list[dict], cfg, rng: np.random.Generator, joint_caps: bool = False,
+           max_task_share: float | None = None) -> list[dict]:
+    """Balanced subset of ``records`` (question records from ``verify_candidate``).
+
+    Args:
+        joint_caps: choose the value cap and the oracle cap together (``_joint_pick``) instead
+            of one after the other; keeps more of the same records under the same bounds
+            (used for the temporal axis, where most questions that single views narrow down
+            to two options are oracle hits).
+        max_task_share: the task-share cap (default ``cfg.tasks.max_task_share``).
+    """
     nota_mode = cfg.options.mode == "cvbench"
     chance = 1.0 / (N_LISTED + int(nota_mode))
     by_task: dict[str, list[dict]] = {}
@@ -87,35 +96,102 @@ def select(records: list[dict], cfg, rng: np.random.Generator) -> list[dict]:
     for task in sorted(by_task):
         recs = by_task[task]
         recs = [recs[i] for i in rng.permutation(len(recs))]
+        if joint_caps:
+            kept_all.append(_joint_pick(recs, cfg, task, chance))
+            continue
         recs = _oracle_filter(recs, chance)  # first, so the value caps see what the oracle cap leaves
         values = Counter(value_key(r) for r in recs if r["answer_value"] != NOTA)
         total = sum(values.values())
         major = [c for c in values.values() if c >= cfg.tasks.major_value_share * total] or [total]
-        cap = math.ceil(cfg.tasks.value_cap * min(major))
-        counts, kept, n_nota, hits = Counter(), [], 0, 0
-        keyf, k_right, k_listed = OPTION_KEYS.get(task), Counter(), Counter()
-        for r in recs:
-            if r["answer_value"] == NOTA:
-                if n_nota + 1 > cfg.options.none_share * (len(kept) + 1):
-                    continue
-            elif counts[value_key(r)] >= cap:
-                continue
-            if r["subset"] == "MVN" and r["oracle_correct"] and hits + 1 > chance * (len(kept) + 1):
-                continue
-            if keyf is not None:
-                add_l, add_r = _keys_of(r, keyf)
-                if not _option_keys_ok(add_l, add_r, k_right, k_listed, 1.0 / len(r["listed"])):
-                    continue
-                k_listed.update(add_l)
-                k_right.update(add_r)
-            kept.append(r)
-            counts[value_key(r)] += 1
-            n_nota += r["answer_value"] == NOTA
-            hits += r["oracle_correct"]
-        kept_all.append(kept)
+        kept_all.append(_pick(recs, cfg, task, chance, math.ceil(cfg.tasks.value_cap * min(major))))
     # no task may dominate: cap each at max_task_share of the split
-    cap_task = math.ceil(cfg.tasks.max_task_share * sum(len(k) for k in kept_all))
+    share = cfg.tasks.max_task_share if max_task_share is None else max_task_share
+    cap_task = math.ceil(share * sum(len(k) for k in kept_all))
     return [r for kept in kept_all for r in _trim(kept, cap_task, cfg.options.none_share)]
+
+
+def _pick(recs: list[dict], cfg, task: str, chance: float, cap: int, keys: dict | None = None,
+          passes: int = 1) -> list[dict]:
+    """Passes over ``recs`` in order, keeping a record unless it breaks a bound (module doc).
+
+    Args:
+        cap: the most records per answer value (``value_key``).
+        keys: cache id(record) -> ``_keys_of`` (the joint search runs this many times); with
+            it, a record's ``alternatives`` (the same question with other option sets) are
+            tried in order when its option keys do not fit; without it they are ignored.
+            Only option keys move on to the next set: a set is never swapped for another
+            because the single-view oracle happens to guess the first one right.
+        passes: the most passes; a later pass revisits the records an earlier one skipped,
+            since keeping others may since have made room (an option key moved back towards
+            chance, more kept questions for the oracle share). Stops when a pass keeps none.
+    """
+    counts, kept, n_nota, hits = Counter(), [], 0, 0
+    keyf, k_right, k_listed = OPTION_KEYS.get(task), Counter(), Counter()
+    todo = list(recs)
+    for _ in range(passes):
+        skipped = []
+        for rec in todo:
+            if rec["answer_value"] == NOTA:
+                if n_nota + 1 > cfg.options.none_share * (len(kept) + 1):
+                    skipped.append(rec)
+                    continue
+            elif counts[value_key(rec)] >= cap:
+                continue  # final: counts only grow
+            fits = None
+            for r in [rec] + (rec.get("alternatives", []) if keys is not None else []):
+                if r["subset"] == "MVN" and r["oracle_correct"] and hits + 1 > chance * (len(kept) + 1):
+                    break
+                if keyf is not None:
+                    add_l, add_r = keys[id(r)] if keys is not None else _keys_of(r, keyf)
+                    if not _option_keys_ok(add_l, add_r, k_right, k_listed, 1.0 / len(r["listed"])):
+                        continue
+                    k_listed.update(add_l)
+                    k_right.update(add_r)
+                fits = r
+                break
+            if fits is None:
+                skipped.append(rec)
+                continue
+            kept.append(fits)
+            counts[value_key(fits)] += 1
+            n_nota += fits["answer_value"] == NOTA
+            hits += fits["oracle_correct"]
+        if len(skipped) == len(todo) or not skipped:
+            break
+        todo = skipped
+    return kept
+
+
+PASSES = 8  # joint selection: passes over the skipped records (module doc)
+
+
+def _joint_pick(recs: list[dict], cfg, task: str, chance: float) -> list[dict]:
+    """``_pick`` with the largest value cap that every common value still reaches.
+
+    Filtering oracle hits first (the plain path) and then capping every value at the rarest
+    one wastes questions: values whose questions are often oracle hits become the rarest and
+    set a low cap for all, while the hits dropped from common values were the surplus anyway.
+    Here the single-view oracle's misses are visited before its hits (each group in the seeded
+    order), so the oracle cap falls on the surplus first, and the cap c is the largest for
+    which every common value (``major_value_share`` of the task's records) keeps c questions:
+    answers stay exactly as flat, oracle hits within chance.
+    """
+    recs = [r for r in recs if not r["oracle_correct"]] + [r for r in recs if r["oracle_correct"]]
+    values = Counter(value_key(r) for r in recs if r["answer_value"] != NOTA)
+    total = sum(values.values())
+    major = [v for v, c in values.items() if c >= cfg.tasks.major_value_share * total]
+    keyf = OPTION_KEYS.get(task)
+    keys = {id(r): _keys_of(r, keyf) for rec in recs for r in [rec] + rec.get("alternatives", [])} \
+        if keyf is not None else {}
+    if not major:  # no value is common (e.g. walks between named objects): no value cap
+        return _pick(recs, cfg, task, chance, total, keys, PASSES)
+    kept = []
+    for cap in range(math.ceil(cfg.tasks.value_cap * min(values[v] for v in major)), 0, -1):
+        kept = _pick(recs, cfg, task, chance, cap, keys, PASSES)
+        got = Counter(value_key(r) for r in kept)
+        if all(got[v] >= cap for v in major):
+            break
+    return kept
 
 
 def _oracle_filter(recs: list[dict], chance: float) -> list[dict]:

@@ -135,6 +135,7 @@ class TemporalConfig:
     place_tries: int = 100        # draws per person before giving up on placing them
     enabled: list[str] = field(default_factory=lambda: list(TEMPORAL_TASKS))
     per_scene: int = 5            # verified questions kept per task and temporal scene (before balancing)
+    max_task_share: float = 0.2   # no temporal task takes more than this share of a split's temporal questions
 
 
 @dataclass

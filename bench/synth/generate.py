@@ -93,7 +93,8 @@ def _temporal_job(cfg, idx: int, split: str, root: str) -> dict:
             Image.fromarray(out.rgb).save(img_dir / f"{v}_f{f:02d}.png", **PNG_OPTS)
     view_stats = {f"{v}_f{f:02d}": _view_stats(o) for v, os_ in obs.items() for f, o in enumerate(os_)}
     for rec in records:
-        rec["meta"]["view_stats"] = view_stats
+        for r in [rec] + rec.get("alternatives", []):  # selection may keep an alternative option set
+            r["meta"]["view_stats"] = view_stats
     return {"idx": idx, "sid": scene.sid, "split": split, "records": records, "times": scene.times,
             "cameras": [{"view_id": c.view_id, **c.to_json()} for c in scene.cameras],
             "persons_per_image": [st[0] for st in view_stats.values()],
@@ -183,9 +184,13 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
                 records = []
                 # each axis is balanced on its own, with its own seeded stream: the spatial
                 # questions do not change when the temporal part does (and vice versa)
+                # the temporal axis, where every question is MVN and single views often narrow it
+                # to two options, uses the joint value / oracle caps and option-set alternatives
                 for axis, tag in (("spatial", 3), ("temporal", 6)):
                     rng = np.random.default_rng([cfg.seed, tag, s_idx])
-                    kept = select([rec for r in res for rec in r["records"] if rec["axis"] == axis], cfg, rng)
+                    recs = [rec for r in res for rec in r["records"] if rec["axis"] == axis]
+                    kept = select(recs, cfg, rng) if axis == "spatial" else \
+                        select(recs, cfg, rng, joint_caps=True, max_task_share=cfg.temporal.max_task_share)
                     assign_letters(kept, cfg, rng)
                     records += kept
                 cams = {r["sid"]: r["cameras"] for r in res}

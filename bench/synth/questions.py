@@ -44,9 +44,21 @@ def verify_candidate(task: TaskDef, cand: Candidate, ctx: TaskContext) -> dict |
             return None
         gt0 = single
     opts = cand.make_options(gt0)
-    if opts is None:
+    if not opts:
         return None
-    listed, types = opts
+    recs = [r for r in (_verify_options(task, cand, ctx, order, gt0, listed, types)
+                        for listed, types in (opts if isinstance(opts, list) else [opts])) if r is not None]
+    if not recs:
+        return None
+    if len(recs) > 1:  # further option sets of the same question: selection keeps at most one
+        recs[0]["alternatives"] = recs[1:]
+    return recs[0]
+
+
+def _verify_options(task: TaskDef, cand: Candidate, ctx: TaskContext, order: list[str], gt0: list[str],
+                    listed: list[str], types: dict[str, str]) -> dict | None:
+    """The question record of ``cand`` with one option set, or None if it fails."""
+    rng, views, nota = ctx.rng, ctx.views, ctx.nota_mode
     answer = NOTA if cand.nota_answer else cand.truth
     if task.subset == "MVN":
         gt = minimal_resolving_set(task.consistent, cand.table, cand.facts, views, listed, nota, answer, order)

@@ -48,8 +48,10 @@ class Candidate:
     nota_answer: bool                 # True: the truth is left out and "None of the above" is right
     facts: dict
     table: dict                       # view_id -> what that view shows (task-specific, JSON)
-    make_options: Callable[[list[str]], tuple[list[str], dict[str, str]] | None]
-    # ^ V_GT -> (listed values, {value: distractor type}); distractors may depend on V_GT
+    make_options: Callable[[list[str]], tuple[list[str], dict[str, str]] | list[tuple] | None]
+    # ^ V_GT -> (listed values, {value: distractor type}); distractors may depend on V_GT. A list of
+    # such pairs offers alternative option sets, best first: each is verified, the record of the
+    # first that passes carries the others' as ``alternatives``, and selection keeps one of them
     marks: list[tuple[str, int, str]] = field(default_factory=list)   # (view_id, entity, label)
     evidence: dict[str, list[int]] = field(default_factory=dict)      # view_id -> entity ids it shows
     golden: str | None = None         # SVS: the view that must decide the question

@@ -27,6 +27,7 @@ QUESTIONS = {
     "limb_contact_over_time": "Which object does the person in the {shirt} shirt touch with their {side} hand?",
 }
 SIDE_TEXT = {"l": "left", "r": "right"}
+OPTION_SETS = 4  # option sets offered per motion / walk question; selection keeps one (balance.select)
 FEET = {"foot_l", "foot_r", "lower_leg_l", "lower_leg_r"}  # a visible shin or foot shows the feet are off the floor
 
 
@@ -211,11 +212,18 @@ def grid_options(start: str, end: str, others: list[str], per_view: list[set], r
     least two listed options. "None of the above": the grid {X, C} x {D, D'} (no Y).
     Needs 4 objects (5 for "None of the above"); else None.
     """
+    sets = grid_option_sets(start, end, others, per_view, rng, nota, 1)
+    return sets[0] if sets else None
+
+
+def grid_option_sets(start: str, end: str, others: list[str], per_view: list[set], rng, nota: bool,
+                     k: int) -> list[tuple[list[str], dict[str, str]]]:
+    """Up to ``k`` grids of ``grid_options``: the first ``k`` pairs (C, D) in the seeded order
+    that leave every single view two or more options (alternatives for selection, as in
+    ``twin_option_sets``), or else the first pair alone."""
     pairs = [(c, d) for c in others for d in others if c != d] if not nota else \
         [(c, (d, e)) for c in others for d in others for e in others if len({c, d, e}) == 3 and d < e]
-    if not pairs:
-        return None
-    best = None
+    out, first = [], None
     for i in rng.permutation(len(pairs)):
         c, d = pairs[int(i)]
         if nota:
@@ -224,11 +232,12 @@ def grid_options(start: str, end: str, others: list[str], per_view: list[set], r
         else:
             listed = [vt.path_text(a, b) for a in (start, c) for b in (end, d)]
             types = {listed[1]: "wrong_end", listed[2]: "wrong_start", listed[3]: "wrong_landmark"}
-        if best is None:
-            best = (listed, types)
+        first = first or (listed, types)
         if all(len(v & set(listed)) >= 2 for v in per_view):
-            return listed, types
-    return best
+            out.append((listed, types))
+            if len(out) == k:
+                break
+    return out or ([first] if first else [])
 
 
 def propose_trajectory(ctx: TaskContext):
@@ -244,9 +253,9 @@ def propose_trajectory(ctx: TaskContext):
         truth = vt.path_text(start, end)
         domain = vt.grammar_answers(grammar)
         facts = {"person": person.pid, "grammar": grammar, "domain": domain}
-        opts = grid_options(start, end, [n for n in names if n not in (start, end)],
-                            _singles(consistent_trajectory, table, facts), rng, nota)
-        if opts is None:
+        opts = grid_option_sets(start, end, [n for n in names if n not in (start, end)],
+                                _singles(consistent_trajectory, table, facts), rng, nota, OPTION_SETS)
+        if not opts:
             continue
         by_name = {o.name: o.oid for o in ctx.scene.objects}
         yield Candidate("trajectory", QUESTIONS["trajectory"].format(shirt=person.shirt), truth, nota, facts, table,
@@ -293,23 +302,36 @@ def twin_options(truth: str, pool: list[str], per_view: list[set], kinds: dict[s
     the rest are balanced per signature in selection (``balance.OPTION_KEYS``).
     Returns None when no set keeps every single view undecided.
     """
+    sets = twin_option_sets(truth, pool, per_view, kinds, rng, fill_type, 1)
+    return sets[0] if sets else None
+
+
+def twin_option_sets(truth: str, pool: list[str], per_view: list[set], kinds: dict[str, str], rng, fill_type: str,
+                     k: int) -> list[tuple[list[str], dict[str, str]]]:
+    """The ``k`` best option sets of ``twin_options``, best first (fewer when fewer exist).
+
+    The later ones are alternatives for selection: when the best set would push an option
+    key (an action at some position, a signature) off chance, ``balance.select`` may use the
+    next one instead (``Candidate.make_options``).
+    """
     from itertools import combinations
-    best, best_score = None, None
+    scored = []
     order = [pool[i] for i in rng.permutation(len(pool))]
-    for trio in combinations(order, 3):
+    for n, trio in enumerate(combinations(order, 3)):
         listed = [truth, *trio]
         left = [len(s & set(listed)) for s in per_view]
         if min(left) < 2:
             continue
-        sig = [structure_signature(k) for k in option_prior_keys(listed)]
-        score = (sum(x == sig[0] for x in sig[1:]), min(left))
-        if best_score is None or score > best_score:
-            best, best_score = listed, score
-            if score == (3, 4):
-                break
-    if best is None:
-        return None
-    return best, {v: kinds.get(v, fill_type) for v in best[1:]}
+        sig = [structure_signature(x) for x in option_prior_keys(listed)]
+        scored.append(((sum(x == sig[0] for x in sig[1:]), min(left)), -n, listed))
+        if k == 1 and scored[-1][0] == (3, 4):
+            break
+    scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
+    chosen: list[list[str]] = []
+    for _, _, listed in scored:  # alternatives differ in two distractors or more: a real choice
+        if len(chosen) < k and all(len(set(listed) & set(c)) <= 2 for c in chosen):
+            chosen.append(listed)
+    return [(listed, {v: kinds.get(v, fill_type) for v in listed[1:]}) for listed in chosen]
 
 
 def propose_motion(ctx: TaskContext):
@@ -349,8 +371,9 @@ def propose_motion(ctx: TaskContext):
             pool = sorted(shuffled, key=lambda d: abs(d.count(", then ") + 1 - n))
             typed = [(v, k) for v, k in typed if _performable(v, n)]
             if not nota:
-                return twin_options(truth, [d for d in pool if d != truth], _singles(consistent_motion, table, facts),
-                                    {v: k for v, k in reversed(typed)}, ctx.rng, "other_sequence")
+                sets = twin_option_sets(truth, [d for d in pool if d != truth], _singles(consistent_motion, table, facts),
+                                        {v: k for v, k in reversed(typed)}, ctx.rng, "other_sequence", OPTION_SETS)
+                return sets or None
             return cover_options(truth, typed, pool, _singles(consistent_motion, table, facts), ctx.rng, nota,
                                  "other_sequence", keep_order=True)
 
