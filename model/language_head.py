@@ -130,7 +130,6 @@ class LanguageHead(nn.Module):
         b, k, w = prefix.shape
         o, lo = option_ids.shape[1:]
         prompt_ids, prompt_mask = left_align(prompt_ids, prompt_mask)
-        length = prompt_ids.shape[1]
         prompt = self.embed(prompt_ids)
         prefix_mask = prompt_mask.new_ones(b, k)
         if self.cfg.prefix_after_prompt:

@@ -18,7 +18,6 @@ from eval.adapters.openai_compat import EndpointError
 from eval.errors import EvalInputError
 from eval.plan import launcher_shard, parse_shard, plan_run, shard_plan
 from eval.runner import evaluate
-from tiny_bench import make_tiny_benchmark
 
 FAST = dict(progress=False, plots=False, n_boot=50)
 

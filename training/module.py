@@ -7,7 +7,7 @@ from typing import Sequence
 import lightning as L
 import torch
 
-from bench.config import from_dict, to_dict
+from bench.config import from_dict
 from bench.format import Sample
 from bench.protocol import accuracy_by_setting, unit_scores
 from inputs.items import ViewSet
@@ -116,6 +116,3 @@ class CrossViewModule(L.LightningModule):
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-    def config_dict(self) -> dict:
-        return to_dict(self.cfg)

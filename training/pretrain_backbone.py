@@ -41,7 +41,7 @@ from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, IGNORE, 
 from bench.synth.captions import FRAC_BINS
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from model.pretrain_heads import PretrainHeads
-from training.pretrain_corpus import DENSE_FIELDS, PERSON_FIELDS, CorpusConfig, build_corpus
+from training.pretrain_corpus import DENSE_FIELDS, CorpusConfig, build_corpus
 
 MAX_COUNT = 9
 DENSE_CLASSES = {"part": len(PARTS) + 1, "shirt": len(COLOUR_NAMES) + 1, "trousers": len(COLOUR_NAMES) + 1,

@@ -10,7 +10,6 @@ writes the run folder, and it hands the folder's name to the processes it launch
 """
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import time
@@ -30,8 +29,6 @@ from training.config import TrainConfig
 from training.datamodule import CrossViewDataModule, ensure_benchmark  # noqa: F401  (ensure_benchmark: public API)
 from training.module import CrossViewModule
 from training.provenance import finish_provenance, start_provenance
-
-log = logging.getLogger(__name__)
 
 
 class EpochSeed(Callback):

@@ -193,7 +193,3 @@ def person_entity(person: Person, t: float = 0.0) -> Entity:
                                     person.yaw), PART_ID["hat"], COLOURS[person.hat])]
     return Entity(person.pid, prims)
 
-
-def with_pose(person: Person, **changes) -> Person:
-    """A copy of ``person`` with pose fields changed (tests and task builders use it)."""
-    return replace(person, pose=replace(person.pose, **changes))

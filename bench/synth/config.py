@@ -110,7 +110,7 @@ class TemporalConfig:
     RANGES: ClassVar[dict] = {
         "n_scenes": ">= 0", "frame_dt": "> 0", "min_persons": ">= 1", "max_persons": ">= 1", "cameras": ">= 1",
         "object_weights": ">= 0", "area_radius": "> 0", "panels": ">= 0", "cross_margin": ">= 0",
-        "place_tries": ">= 1", "per_scene": ">= 1",
+        "place_tries": ">= 1", "per_scene": ">= 1", "max_task_share": "(0, 1]",
         # a hand-action script holds two actions of 2-3 frames each and a resting frame first
         # (bench/synth/motion.py): with 6 frames or fewer the generator fails inside a worker
         "frames": (">= 7", "two hand actions of up to 3 frames each after a resting frame"),

@@ -120,9 +120,3 @@ def observe_view(out: RenderOutput, scene, cfg) -> dict:
             pairs[(person.pid, obj.oid)] = entry
     return {"persons": persons, "objects": objects, "pairs": pairs}
 
-
-def view_angle(cam_a, cam_b, point: np.ndarray) -> float:
-    """Angle in degrees between two cameras' lines of sight to a 3-D point."""
-    va, vb = cam_a.centre - point, cam_b.centre - point
-    cos = float(np.dot(va, vb) / (np.linalg.norm(va) * np.linalg.norm(vb)))
-    return math.degrees(math.acos(max(-1.0, min(1.0, cos))))

@@ -6,7 +6,6 @@ view, determines it. ``extra_views`` mixes informative and uninformative views.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from bench.constants import NOTA
 from bench.synth.tasks import TaskDef
@@ -30,7 +29,7 @@ def _extra_views(task: TaskDef, cand: Candidate, rest: list[str], listed, nota, 
 
 def verify_candidate(task: TaskDef, cand: Candidate, ctx: TaskContext) -> dict | None:
     """Verify one candidate; return the question record or None if it fails."""
-    rng, views, nota = ctx.rng, ctx.views, ctx.nota_mode
+    rng, views = ctx.rng, ctx.views
     order = [views[i] for i in rng.permutation(len(views))]
     domain = list(cand.facts["domain"])
     if task.subset == "MVN":

@@ -210,7 +210,7 @@ def propose_limb_contact(ctx: TaskContext):
             side, limb = contact["effector"][-1], contact["effector"][:-2]
             mirror = EFFECTOR_TEXT[f"{limb}_{'r' if side == 'l' else 'l'}"]
             other_limb = "foot" if limb == "hand" else "hand"
-            rest = [(EFFECTOR_TEXT[f"{other_limb}_{s}"], f"other_limb") for s in ("l", "r")] + [("head", "head")]
+            rest = [(EFFECTOR_TEXT[f"{other_limb}_{s}"], "other_limb") for s in ("l", "r")] + [("head", "head")]
             # 4-option mode lists exactly the four hands and feet, so every listed part is a possible answer
             rest = [rest[k] for k in rng.permutation(2)] + ([rest[2]] if nota else [])
             opts = categorical_options(truth, [(mirror, f"other_{limb}")] + rest, [], rng, nota)

@@ -15,7 +15,7 @@ import math
 from bench.synth import motion
 from bench.synth import verify_temporal as vt
 from bench.synth.blind import option_prior_keys, structure_signature
-from bench.synth.options import N_LISTED, categorical_options, numeric_options
+from bench.synth.options import N_LISTED, numeric_options
 from bench.synth.tasks_common import Candidate, TaskContext, direction_to_camera
 
 QUESTIONS = {
