@@ -2,7 +2,7 @@
 
 The protocol is part of the benchmark's definition, so it lives in bench/ (it needs only
 bench.format): the evaluator, the trainer's validation and the harness exports all plan their
-queries here. Settings (DESIGN.md section 4):
+queries here. Settings (eval/README.md, "The protocol"):
 
 - ``+0``  V_GT only. Applies to samples with a subset (SVS and MVN).
 - ``+k``  V_GT plus the first k views of ``extra_views``; k <= ``max_extra[subset]``

@@ -1,6 +1,6 @@
 """Camera geometry: Pluecker rays and floor points per pixel, and their embedding.
 
-Conventions (DESIGN.md section 3): x_cam = R x_world + t, OpenCV axes, K in pixels.
+Conventions (bench/FORMAT.md, `views[i].camera`): x_cam = R x_world + t, OpenCV axes, K in pixels.
 The canonical frame of a sample is the floor-aligned world (z up, floor z = 0, as in the
 synthetic data) translated so the centroid of the sample's camera centres lies above the
 origin, in units of `world_scale` metres. The centroid is a mean over the view SET, so the

@@ -136,3 +136,11 @@ def test_every_cli_takes_its_protocol_defaults_from_protocol_config():
     assert ProtocolConfig().max_extra == dict(K_T)
     assert protocol_from_arguments(eval_parser().parse_args(commands[0][1] + ["--max-extra-mvn", "1"])).max_extra \
         == {"SVS": K_T["SVS"], "MVN": 1}
+
+
+def test_stable_hash_and_view_order_golden_values():
+    """Query plans must be the same on every machine and Python: golden values, not a self-comparison."""
+    from bench.protocol import seeded_order, stable_hash
+    assert stable_hash("s000001", "+1", 0) == 5953865738459047262
+    assert stable_hash() == 16406829232824261652
+    assert seeded_order(["cam0", "cam1", "cam2", "cam3"], 0, "s000001", "+0") == ("cam1", "cam2", "cam3", "cam0")

@@ -1,6 +1,6 @@
 """Pinhole cameras: look-at extrinsics, intrinsics, per-pixel rays and projection.
 
-Conventions (DESIGN.md section 3): world z up, floor z = 0, metres; x_cam = R x_world + t with
+Conventions (bench/FORMAT.md, `views[i].camera`): world z up, floor z = 0, metres; x_cam = R x_world + t with
 OpenCV axes (x right, y down, z forward). Pixel (i, j) has its centre at u = i, v = j, so the
 principal point of a W x H image is ((W - 1) / 2, (H - 1) / 2).
 """
