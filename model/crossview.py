@@ -5,13 +5,13 @@ forward runs these stages (methods of CrossViewModel), in order:
   encode_entities   one token per mark (RoIAlign + box + label + role + geometry)
                     (+ each mark projected into the other calibrated views)     [entity.project]
   attend_entities   geometry-biased entity transformer + scene slots           [entity.attention]
+  entity_outputs    identity embeddings, slot assignment and token bookkeeping for the losses
   token_groups      the token set by type: frames, entities, projected, slots
   fuse              fusion transformer over [question | frames | entities | slots]  [fusion.enabled]
   score_evidence    relevance of every frame and mark; gates on what the prefix reads  [evidence.gating]
   read_prefix       learned prefix slots read the fused set (+ summary tokens), or the
                     bag of frames when fusion is off                           [fusion.summary_tokens]
   language_head     scores each option's text after [prompt | prefix]
-  entity_outputs    identity embeddings, slot assignment and token bookkeeping for the losses
 """
 from __future__ import annotations
 
@@ -123,13 +123,17 @@ class CrossViewModel(nn.Module):
         views = self.encode_views(batch)
         entities, projected = self.encode_entities(views, batch)
         attended = self.attend_entities(entities, projected)
+        # The entity outputs before fusion, as the model has always built them: autograd sums a
+        # tensor's gradients in the order its uses were recorded, so building them later moves
+        # the weights by ~1e-8 per step (and a seeded run's figures with them).
+        entity_out = self.entity_outputs(entities, attended, batch)
         groups, masks = self.token_groups(views, entities, projected, attended)
         fused, masks = self.fuse(groups, masks, batch)
         evidence, gates = self.score_evidence(views, fused, entities["mask"])
         prefix = self.read_prefix(views, groups, fused, masks, gates)
         scores = self.language_head(prefix, batch["prompt_ids"], batch["prompt_mask"],
                                     batch["option_ids"], batch["option_mask"], batch["option_valid"])
-        return {**scores, **self.entity_outputs(views, entities, attended, batch),
+        return {**scores, **entity_out,
                 "evidence_logits": evidence["frame"],
                 "entity_evidence_logits": evidence["entity"].view(batch["mark_mask"].shape),
                 "prefix": prefix}
@@ -240,24 +244,25 @@ class CrossViewModel(nn.Module):
                                [gates["frame"], gates["entity"]])
         return torch.cat([summary, prefix], 1)
 
-    def entity_outputs(self, views: Dict[str, torch.Tensor], entities: Dict[str, torch.Tensor],
+    def entity_outputs(self, entities: Dict[str, torch.Tensor],
                        attended: Dict[str, Optional[torch.Tensor]], batch: Dict[str, torch.Tensor]
                        ) -> Dict[str, torch.Tensor]:
         """What the entity losses read: identity embeddings, token index / mask / floor
         points, and the slot assignment when entity attention is on."""
         mask = entities["mask"]
+        out = {}
+        if attended["assign_logits"] is not None:
+            out["entity_assign_logits"] = attended["assign_logits"]
+            out["entity_attn"] = attended["assign_logits"].softmax(-1) * mask.unsqueeze(-1)
         embed = F.normalize(self.identity(attended["tokens"]), dim=-1) * mask.unsqueeze(-1)
-        out = {
+        out.update({
             "entity_embed": embed,
             "entity_identity": embed.view(*batch["mark_mask"].shape, -1),
             "entity_token_index": entities["index"],
             "entity_token_mask": mask,
             "entity_floor_xy": entities["floor_xy"],
             "entity_floor_ok": entities["floor_ok"],
-        }
-        if attended["assign_logits"] is not None:
-            out["entity_assign_logits"] = attended["assign_logits"]
-            out["entity_attn"] = attended["assign_logits"].softmax(-1) * mask.unsqueeze(-1)
+        })
         return out
 
 
