@@ -68,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the registered model adapters", parents=[common])
     from eval.browse.cli import add_browse_parser
     from eval.import_cli import add_import_parser
-    add_browse_parser(sub)
-    add_import_parser(sub)
+    add_browse_parser(sub, parents=[common])
+    add_import_parser(sub, parents=[common])
     return parser
 
 

@@ -21,8 +21,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_import_parser(subparsers) -> None:
-    imp = subparsers.add_parser("import", help="score lmms-eval / VLMEvalKit outputs with this protocol")
+def add_import_parser(subparsers, parents=()) -> None:
+    imp = subparsers.add_parser("import", help="score lmms-eval / VLMEvalKit outputs with this protocol",
+                                parents=list(parents))
     imp.add_argument("harness", choices=("lmms-eval", "vlmevalkit"))
     imp.add_argument("files", nargs="+",
                      help="lmms-eval: samples .jsonl (one per task is fine); vlmevalkit: prediction .xlsx/.tsv/.json")

@@ -13,8 +13,9 @@ def cmd_browse(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_browse_parser(subparsers) -> None:
-    p = subparsers.add_parser("browse", help="a static offline HTML browser of samples, answers and failures")
+def add_browse_parser(subparsers, parents=()) -> None:
+    p = subparsers.add_parser("browse", help="a static offline HTML browser of samples, answers and failures",
+                              parents=list(parents))
     p.add_argument("runs", nargs="+", help="run folders of one benchmark; the first is run A")
     p.add_argument("--bench", default=None, help="benchmark folder (default: the one run A's run.json names)")
     p.add_argument("--out", required=True, help="folder to write: index.html, samples/, media/")
