@@ -79,3 +79,12 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 1) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+
+
+def read_json_object(path: str | Path) -> dict:
+    """A JSON file that must hold an object; ValueError naming the file otherwise."""
+    path = Path(path)
+    data = json.loads(path.read_bytes())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return data

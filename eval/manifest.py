@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from bench.atomic import atomic_write_json
+from bench.atomic import atomic_write_json, read_json_object
 from bench.format import Benchmark
 from bench.images import images_digest, inspect_images
 from bench.provenance import environment, utc_now
@@ -52,11 +52,7 @@ def differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
 
 def read_manifest(out_dir: Path) -> dict:
     """run.json as a dict; ValueError naming the file when it is not a JSON object."""
-    path = Path(out_dir) / MANIFEST
-    data = json.loads(path.read_bytes())
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a JSON object")
-    return data
+    return read_json_object(Path(out_dir) / MANIFEST)
 
 
 def manifest_conflicts(out_dir: Path, manifest: dict, ignore: set[str] | None = None) -> list[str]:

@@ -6,10 +6,9 @@ Key reference: eval/README.md.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from bench.atomic import atomic_write_json
+from bench.atomic import atomic_write_json, read_json_object
 from bench.constants import DEFAULT_N_BOOT
 from bench.protocol import setting_sort_key
 from eval.bootstrap import ALPHA
@@ -76,8 +75,4 @@ def write_summary(summary: dict, out_dir: Path) -> Path:
 
 def read_summary(out_dir: Path) -> dict:
     """summary.json as a dict; ValueError when it is not a JSON object."""
-    path = Path(out_dir) / SUMMARY
-    data = json.loads(path.read_bytes())
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a JSON object")
-    return data
+    return read_json_object(Path(out_dir) / SUMMARY)
