@@ -105,7 +105,7 @@ class FusionConfig:
     """Fusion transformer over question tokens, entity slots/tokens and view tokens."""
 
     RANGES: ClassVar[dict] = {"layers": ">= 0", "max_question_len": ">= 1", "prefix_tokens": ">= 1",
-                              "prefix_layers": ">= 0"}
+                              "prefix_layers": ">= 0", "frame_readers": ">= 0"}
     RETIRED_KEYS: ClassVar[dict[str, tuple[Any, str]]] = {
         # Prefix slots that also read every patch token drowned the entity tokens: val MVN(+0)
         # stayed at chance (docs/experiments.md). Older run configs carry it as false.
@@ -117,6 +117,10 @@ class FusionConfig:
     max_question_len: int = 256  # size of the question position table
     prefix_tokens: int = 8  # learned set-invariant prefix slots handed to the LM
     prefix_layers: int = 2  # cross-attention layers of the prefix slots
+    frame_readers: int = 0  # k > 0: k question-conditioned tokens per frame read its patch
+    #   tokens (model/readers.py): the only per-person tokens when a question has no marks
+    option_reader: bool = False  # add a direct score per option: its words, conditioned on the
+    #   question, read the fused set (model/readers.py); zero-initialised
     summary_tokens: bool = True  # also hand the LM the bag-of-frames tokens (gated mean of the
     #   frame tokens and of the entity tokens before fusion): the ablation's shallow path;
     #   val SVS(+0) +5.6 points over three seeds, MVN unchanged (docs/experiments.md)

@@ -8,10 +8,12 @@ forward runs these stages (methods of CrossViewModel), in order:
   entity_outputs    identity embeddings, slot assignment and token bookkeeping for the losses
   token_groups      the token set by type: frames, entities, projected, slots
   fuse              fusion transformer over [question | frames | entities | slots]  [fusion.enabled]
+                    (+ question-conditioned read tokens per frame)             [fusion.frame_readers]
   score_evidence    relevance of every frame and mark; gates on what the prefix reads  [evidence.gating]
   read_prefix       learned prefix slots read the fused set (+ summary tokens), or the
                     bag of frames when fusion is off                           [fusion.summary_tokens]
   language_head     scores each option's text after [prompt | prefix]
+  read_options      (+ each option's words read the fused set: a direct score) [fusion.option_reader]
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from model.entity_attention import EntityAttention
 from model.evidence import EvidenceHead, gate_bias
 from model.fusion import BagOfFramesPrefix, FusionTransformer, PrefixReader
 from model.language_head import LanguageHead, build_gpt2, load_causal_lm
+from model.readers import FrameReader, OptionReader, masked_mean
 from model.view_encoder import ViewEncoder
 
 
@@ -79,6 +82,9 @@ class CrossViewModel(nn.Module):
         self.token_proj = token_proj
         self.summary = summary
         self.identity = nn.Linear(cfg.d_model, cfg.entity.identity_dim)
+        # Created last, so that a model without them initialises exactly as before.
+        self.frame_reader = FrameReader(cfg) if cfg.fusion.enabled and cfg.fusion.frame_readers else None
+        self.option_reader = OptionReader(cfg) if cfg.fusion.enabled and cfg.fusion.option_reader else None
         table, table_mask = label_token_table(cfg)
         self.register_buffer("label_token_ids", table, persistent=False)
         self.register_buffer("label_token_mask", table_mask, persistent=False)
@@ -128,11 +134,13 @@ class CrossViewModel(nn.Module):
         # the weights by ~1e-8 per step (and a seeded run's figures with them).
         entity_out = self.entity_outputs(entities, attended, batch)
         groups, masks = self.token_groups(views, entities, projected, attended)
-        fused, masks = self.fuse(groups, masks, batch)
+        fused, masks = self.fuse(views, groups, masks, batch)
         evidence, gates = self.score_evidence(views, fused, entities["mask"])
         prefix = self.read_prefix(views, groups, fused, masks, gates)
         scores = self.language_head(prefix, batch["prompt_ids"], batch["prompt_mask"],
                                     batch["option_ids"], batch["option_mask"], batch["option_valid"])
+        if self.option_reader is not None:
+            scores["option_logits"] = scores["option_logits"] + self.read_options(fused, masks, gates, batch)
         return {**scores, **entity_out,
                 "evidence_logits": evidence["frame"],
                 "entity_evidence_logits": evidence["entity"].view(batch["mark_mask"].shape),
@@ -197,15 +205,20 @@ class CrossViewModel(nn.Module):
             masks["slot"] = torch.ones(slots.shape[:2], dtype=torch.bool, device=slots.device)
         return groups, masks
 
-    def fuse(self, groups: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
-             batch: Dict[str, torch.Tensor]) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor]]:
-        """The fusion transformer over the question tokens and every group (a no-op when
-        fusion is off). Returns the fused groups (with "question") and their masks."""
+    def fuse(self, views: Dict[str, torch.Tensor], groups: Dict[str, torch.Tensor],
+             masks: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
+             ) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor]]:
+        """The fusion transformer over the question tokens, every group and (with
+        fusion.frame_readers) the frame readers' tokens; a no-op when fusion is off. Returns
+        the fused groups (with "question", and "read") and their masks."""
         if self.fusion is None:
             return groups, masks
         question = self.token_proj(self.language_head.embed(batch["prompt_ids"]))
         groups = {**groups, "question": question}
         masks = {**masks, "question": batch["prompt_mask"]}
+        if self.frame_reader is not None:
+            groups["read"], masks["read"] = self.frame_reader(
+                views["patch"], views["frame_mask"], question, batch["prompt_mask"])
         return self.fusion(groups, masks), masks
 
     def score_evidence(self, views: Dict[str, torch.Tensor], fused: Dict[str, torch.Tensor],
@@ -243,6 +256,20 @@ class CrossViewModel(nn.Module):
         summary = self.summary([groups["frame"], groups["entity"]], [masks["frame"], masks["entity"]],
                                [gates["frame"], gates["entity"]])
         return torch.cat([summary, prefix], 1)
+
+    def read_options(self, fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
+                     gates: Dict[str, Optional[torch.Tensor]], batch: Dict[str, torch.Tensor]) -> torch.Tensor:
+        """OptionReader scores (B, O): each option's words, with the pooled fused question,
+        read every fused token (gated like the prefix); 0 for padded options."""
+        names = [n for n in fused if n != "question"]
+        memory = torch.cat([fused[n] for n in names], 1)
+        memory_mask = torch.cat([masks[n] for n in names], 1)
+        gate = torch.cat([gates.get(n) if gates.get(n) is not None else torch.zeros_like(masks[n], dtype=memory.dtype)
+                          for n in names], 1)
+        question = masked_mean(fused["question"], masks["question"])
+        options = self.token_proj(self.language_head.embed(batch["option_ids"]))
+        score = self.option_reader(options, batch["option_mask"], question, memory, memory_mask, gate)
+        return score.masked_fill(~batch["option_valid"], 0.0)
 
     def entity_outputs(self, entities: Dict[str, torch.Tensor],
                        attended: Dict[str, Optional[torch.Tensor]], batch: Dict[str, torch.Tensor]

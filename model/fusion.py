@@ -36,13 +36,18 @@ class FusionTransformer(nn.Module):
             Block(d, cfg.heads, mlp_ratio=cfg.mlp_ratio, qkv_bias=True, proj_drop=cfg.dropout)
             for _ in range(cfg.fusion.layers))
         self.norm = nn.LayerNorm(d)
+        # The frame readers' type (fusion.frame_readers); created last, so that a model
+        # without readers initialises exactly as before.
+        self.read_type: Optional[nn.Parameter] = None
+        if cfg.fusion.frame_readers:
+            self.read_type = nn.Parameter(torch.randn(d) * 0.02)
 
     def forward(self, groups: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor]
                 ) -> Dict[str, torch.Tensor]:
         """
         Args:
             groups: name -> (B, N_g, D) for names in ("question", "frame", "entity", "slot",
-                "projected");
+                "projected", "read" (only with fusion.frame_readers));
                 missing names are skipped. "question" must be in word order.
             masks: name -> (B, N_g) bool, True = real token.
         Returns:
@@ -51,9 +56,12 @@ class FusionTransformer(nn.Module):
         type_ids = {"question": QUESTION, "frame": FRAME, "entity": ENTITY, "slot": SLOT,
                     "projected": PROJECTED}
         names: List[str] = [n for n in type_ids if n in groups]
+        if "read" in groups:
+            names.append("read")
         parts = []
         for name in names:
-            x = groups[name] + self.type_embedding.weight[type_ids[name]]
+            kind = self.read_type if name == "read" else self.type_embedding.weight[type_ids[name]]
+            x = groups[name] + kind
             if name == "question":
                 length = x.shape[1]
                 x = x + self.question_position.weight[:length]
