@@ -145,6 +145,9 @@ class LanguageHeadConfig:
     lm_path: Optional[str] = None  # local pretrained causal LM folder (own HF tokenizer); None: GPT-2
     gguf_file: Optional[str] = None  # GGUF file name inside lm_path, if the LM is stored as GGUF
     score_option: str = "text"  # continuation scored: "text" (option words) or "letter" (A-E)
+    softmax: Literal["vocab", "options"] = "vocab"  # what each option token's log-prob is
+    #   normalised over: the whole vocabulary, or only the distinct tokens of the sample's own
+    #   options (no 49k-way projection; the step costs less, the scores stay per-sample)
     pad_id: int = 0  # id used for padding (never scored)
     layers: int = 2  # GPT-2 blocks (random init; ignored when a pretrained LM is passed in)
     heads: int = 4  # GPT-2 attention heads

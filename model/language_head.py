@@ -103,6 +103,8 @@ class LanguageHead(nn.Module):
         Returns:
             (B, O, Lo) float log-probs.
         """
+        if self.cfg.softmax == "options":
+            return self.option_softmax_logprobs(first, rest, option_ids, option_mask)
         head = self.lm.get_output_embeddings()
         first_logprobs = F.log_softmax(head(first).float(), dim=-1)  # (B, vocab)
         out = torch.zeros(option_ids.shape, dtype=first_logprobs.dtype, device=first.device)
@@ -113,6 +115,36 @@ class LanguageHead(nn.Module):
             targets = option_ids[:, :, 1:][later].unsqueeze(-1)
             out[:, :, 1:][later] = logprobs.gather(1, targets).squeeze(-1)
         return out
+
+    def option_softmax_logprobs(self, first: torch.Tensor, rest: torch.Tensor,
+                                option_ids: torch.Tensor, option_mask: torch.Tensor) -> torch.Tensor:
+        """As `option_token_logprobs`, normalised over the distinct tokens of the sample's own
+        options (``lm.softmax: options``) instead of the whole vocabulary: the output layer is
+        evaluated on those few rows only. Depends on the sample alone, never on the batch."""
+        b, o, lo = option_ids.shape
+        head = self.lm.get_output_embeddings()
+        # The sample's distinct option tokens: sort, keep the first of each run of equal ids.
+        flat = option_ids.reshape(b, o * lo).masked_fill(~option_mask.reshape(b, o * lo), -1)
+        ids, _ = flat.sort(dim=1)
+        distinct = (ids >= 0) & torch.cat([torch.ones_like(ids[:, :1], dtype=torch.bool),
+                                           ids[:, 1:] != ids[:, :-1]], 1)
+        weight = head.weight[ids.clamp_min(0)]  # (B, C, W)
+        bias = getattr(head, "bias", None)
+        hidden = torch.cat([first.unsqueeze(1), rest.reshape(b, o * (lo - 1), -1)], 1)  # (B, 1 + O(Lo-1), W)
+        logits = torch.einsum("bnw,bcw->bnc", hidden, weight).float()
+        if bias is not None:
+            logits = logits + bias[ids.clamp_min(0)].unsqueeze(1).float()
+        norm = torch.logsumexp(logits.masked_fill(~distinct.unsqueeze(1), -1e9), dim=-1)  # (B, N)
+        # The target's logit: any position of the sorted ids that holds it.
+        target = torch.cat([option_ids[:, :, 0], option_ids[:, :, 1:].reshape(b, -1)], 1)  # (B, O + O(Lo-1))
+        where = (ids.unsqueeze(1) == target.unsqueeze(-1)).float().argmax(-1)  # (B, O + O(Lo-1))
+        first_norm = norm[:, :1].expand(b, o)
+        rest_norm = norm[:, 1:].reshape(b, o, lo - 1)
+        first_logit = logits[:, 0].gather(1, where[:, :o])  # (B, O)
+        rest_logit = logits[:, 1:].reshape(b, o, lo - 1, -1).gather(
+            -1, where[:, o:].reshape(b, o, lo - 1, 1)).squeeze(-1)  # (B, O, Lo - 1)
+        out = torch.cat([(first_logit - first_norm).unsqueeze(-1), rest_logit - rest_norm], -1)
+        return out * option_mask
 
     def forward(self, prefix: torch.Tensor, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                 option_ids: torch.Tensor, option_mask: torch.Tensor,
