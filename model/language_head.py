@@ -130,7 +130,7 @@ class LanguageHead(nn.Module):
                                            ids[:, 1:] != ids[:, :-1]], 1)
         weight = head.weight[ids.clamp_min(0)]  # (B, C, W)
         bias = getattr(head, "bias", None)
-        hidden = torch.cat([first.unsqueeze(1), rest.reshape(b, o * (lo - 1), -1)], 1)  # (B, 1 + O(Lo-1), W)
+        hidden = torch.cat([first.unsqueeze(1), rest.reshape(b, o * (lo - 1), first.shape[-1])], 1)  # (B, 1 + O(Lo-1), W)
         logits = torch.einsum("bnw,bcw->bnc", hidden, weight).float()
         if bias is not None:
             logits = logits + bias[ids.clamp_min(0)].unsqueeze(1).float()
@@ -141,7 +141,7 @@ class LanguageHead(nn.Module):
         first_norm = norm[:, :1].expand(b, o)
         rest_norm = norm[:, 1:].reshape(b, o, lo - 1)
         first_logit = logits[:, 0].gather(1, where[:, :o])  # (B, O)
-        rest_logit = logits[:, 1:].reshape(b, o, lo - 1, -1).gather(
+        rest_logit = logits[:, 1:].reshape(b, o, lo - 1, ids.shape[1]).gather(
             -1, where[:, o:].reshape(b, o, lo - 1, 1)).squeeze(-1)  # (B, O, Lo - 1)
         out = torch.cat([(first_logit - first_norm).unsqueeze(-1), rest_logit - rest_norm], -1)
         return out * option_mask

@@ -68,3 +68,19 @@ def test_option_softmax_is_the_lm_renormalised_over_the_samples_option_tokens():
         # The same sample alone in its batch scores the same.
         alone = head(prefix[:1], prompt_ids[:1], prompt_mask[:1], option_ids[:1], option_mask[:1], option_valid[:1])
         torch.testing.assert_close(alone["option_logits"], out["option_logits"][:1], atol=1e-5, rtol=0)
+
+
+def test_option_softmax_with_single_token_options():
+    """Every option one token long (counts, mark labels): no later positions to score."""
+    torch.manual_seed(0)
+    cfg = LanguageHeadConfig(vocab_size=50, layers=1, heads=2, max_positions=64, softmax="options")
+    head = LanguageHead(build_gpt2(cfg, width=16, dropout=0.0), cfg).eval()
+    option_ids = torch.tensor([[[3], [4], [5], [6]], [[7], [8], [7], [0]]])
+    option_mask = torch.tensor([[[1], [1], [1], [1]], [[1], [1], [1], [0]]], dtype=torch.bool)
+    with torch.no_grad():
+        out = head(torch.randn(2, 3, 16), torch.randint(1, 50, (2, 5)), torch.ones(2, 5, dtype=torch.bool),
+                   option_ids, option_mask, option_mask.any(-1))
+    probs = out["option_logits"][0].exp()
+    torch.testing.assert_close(probs.sum(), torch.tensor(1.0))  # a softmax over the four options
+    assert out["option_logits"][1, 0] == out["option_logits"][1, 2]  # the same token, the same score
+    assert out["option_logits"][1, 3] <= -1e3
