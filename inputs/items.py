@@ -115,6 +115,7 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
         "prompt_ids": text["prompt_ids"], "option_ids": text["option_ids"],
         "answer": torch.tensor(sample.answer_index), "answer_valid": torch.tensor(view_set.answer_valid),
         "n_options": len(sample.options), "sample_index": view_set.sample_index, "setting": view_set.setting,
+        **({"option_clip": text["option_clip"]} if "option_clip" in text else {}),
     }
 
 

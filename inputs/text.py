@@ -46,6 +46,7 @@ class PromptTokenizer:
         self.score_option = score_option
         self.max_prompt_len = max_prompt_len
         self.is_hf = hasattr(tokenizer, "convert_tokens_to_ids")
+        self.clip_text = None  # inputs.clip_text.ClipTextEncoder, set by build_tokenizer (lm.clip_prior)
 
     @property
     def vocab_size(self) -> int:
@@ -80,7 +81,10 @@ class PromptTokenizer:
             target = LETTERS[i] if self.score_option == "letter" else text
             ids = self.ids(target, continuation=True) or self.ids(LETTERS[i], continuation=True)
             option_ids.append(torch.tensor(ids, dtype=torch.long))
-        return {"prompt_ids": torch.tensor(prompt, dtype=torch.long), "option_ids": option_ids}
+        out = {"prompt_ids": torch.tensor(prompt, dtype=torch.long), "option_ids": option_ids}
+        if self.clip_text is not None:
+            out["option_clip"] = self.clip_text(question, options)
+        return out
 
     def label_token_ids(self, max_label: int = 15) -> list[list[int]]:
         """Token ids of the label words "1".."max_label" (EntityConfig.label_token_ids)."""
@@ -91,7 +95,8 @@ def collate_text(encoded: Sequence[dict[str, Any]], pad_id: int) -> dict[str, to
     """Pad `PromptTokenizer.encode` outputs into the model's text batch.
 
     Returns:
-        prompt_ids, prompt_mask (B, L); option_ids, option_mask (B, O, Lo); option_valid (B, O).
+        prompt_ids, prompt_mask (B, L); option_ids, option_mask (B, O, Lo); option_valid (B, O);
+        option_clip (B, O, E) when the tokenizer has a CLIP text tower (lm.clip_prior).
     """
     b = len(encoded)
     length = max(len(e["prompt_ids"]) for e in encoded)
@@ -111,6 +116,11 @@ def collate_text(encoded: Sequence[dict[str, Any]], pad_id: int) -> dict[str, to
             out["option_ids"][i, j, :len(ids)] = ids
             out["option_mask"][i, j, :len(ids)] = True
     out["option_valid"] = out["option_mask"].any(-1)
+    if "option_clip" in encoded[0]:
+        dim = encoded[0]["option_clip"].shape[-1]
+        out["option_clip"] = torch.zeros(b, n_opt, dim)
+        for i, e in enumerate(encoded):
+            out["option_clip"][i, :len(e["option_clip"])] = e["option_clip"]
     return out
 
 
@@ -123,5 +133,16 @@ def build_tokenizer(model_cfg: Any, hf_tokenizer: Optional[Any] = None) -> Promp
 
         hf_tokenizer = AutoTokenizer.from_pretrained(lm.lm_path, gguf_file=lm.gguf_file,
                                                      local_files_only=True)
-    return PromptTokenizer(hf_tokenizer, score_option=lm.score_option,
-                           max_prompt_len=model_cfg.fusion.max_question_len)
+    tokenizer = PromptTokenizer(hf_tokenizer, score_option=lm.score_option,
+                                max_prompt_len=model_cfg.fusion.max_question_len)
+    if lm.clip_prior:
+        from inputs.clip_text import ClipTextEncoder
+        backbone = model_cfg.backbone
+        if backbone.pooled_source != "clip":
+            raise ValueError("model.lm.clip_prior compares CLIP text with the cached pooled image embedding: "
+                             f"it needs model.backbone.pooled_source=clip, not {backbone.pooled_source!r}")
+        tokenizer.clip_text = ClipTextEncoder(backbone.pretrained)
+        if tokenizer.clip_text.dim != model_cfg.pooled_dim:
+            raise ValueError(f"model.lm.clip_prior: the text embedding has {tokenizer.clip_text.dim} values, "
+                             f"the pooled image embedding (model.pooled_dim) {model_cfg.pooled_dim}")
+    return tokenizer

@@ -158,6 +158,9 @@ class LanguageHeadConfig:
     length_norm: bool = True  # score = mean (not sum) token log-prob of the option text
     freeze_lm: bool = False  # freeze a pretrained LM passed to build_model
     option_match: bool = True  # add a bilinear option-embedding x prefix score (a shallow path)
+    clip_prior: bool = False  # add the backbone's CLIP zero-shot logit of each option (its caption
+    #   against the views' pooled image embeddings; inputs/clip_text.py), weighted per question
+    #   by a learned gate that starts at 1. Needs a CLIP folder with a text tower
 
 
 @dataclass

@@ -18,6 +18,7 @@ forward runs these stages (methods of CrossViewModel), in order:
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -85,6 +86,12 @@ class CrossViewModel(nn.Module):
         # Created last, so that a model without them initialises exactly as before.
         self.frame_reader = FrameReader(cfg) if cfg.fusion.enabled and cfg.fusion.frame_readers else None
         self.option_reader = OptionReader(cfg) if cfg.fusion.enabled and cfg.fusion.option_reader else None
+        self.clip_gate: Optional[nn.Linear] = None
+        if cfg.lm.clip_prior:
+            # softplus(0 . q + b) = 1 at the start: the zero-shot logits as they are.
+            self.clip_gate = nn.Linear(cfg.lm_width, 1)
+            nn.init.zeros_(self.clip_gate.weight)
+            nn.init.constant_(self.clip_gate.bias, math.log(math.e - 1.0))
         table, table_mask = label_token_table(cfg)
         self.register_buffer("label_token_ids", table, persistent=False)
         self.register_buffer("label_token_mask", table_mask, persistent=False)
@@ -141,6 +148,8 @@ class CrossViewModel(nn.Module):
                                     batch["option_ids"], batch["option_mask"], batch["option_valid"])
         if self.option_reader is not None:
             scores["option_logits"] = scores["option_logits"] + self.read_options(fused, masks, gates, batch)
+        if self.clip_gate is not None:
+            scores["option_logits"] = scores["option_logits"] + self.clip_prior(batch)
         return {**scores, **entity_out,
                 "evidence_logits": evidence["frame"],
                 "entity_evidence_logits": evidence["entity"].view(batch["mark_mask"].shape),
@@ -270,6 +279,21 @@ class CrossViewModel(nn.Module):
         options = self.token_proj(self.language_head.embed(batch["option_ids"]))
         score = self.option_reader(options, batch["option_mask"], question, memory, memory_mask, gate)
         return score.masked_fill(~batch["option_valid"], 0.0)
+
+    def clip_prior(self, batch: Dict[str, torch.Tensor]) -> torch.Tensor:
+        """(B, O) the CLIP zero-shot logit of each option (lm.clip_prior): the cosine of its
+        caption (batch "option_clip", scaled, inputs/clip_text.py) with every real frame's
+        pooled image embedding, averaged over frames, times a learned gate of the question."""
+        if "option_clip" not in batch:
+            raise ValueError("model.lm.clip_prior is on but the batch has no option_clip: build the "
+                             "tokenizer with inputs.text.build_tokenizer(model_cfg)")
+        image = F.normalize(batch["pooled"].float(), dim=-1)  # (B, V, T, E)
+        frames = (batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)).float()
+        sim = torch.einsum("bvte,boe->bvto", image, batch["option_clip"].float())
+        sim = (sim * frames.unsqueeze(-1)).sum((1, 2)) / frames.sum((1, 2)).clamp_min(1.0).unsqueeze(-1)
+        question = masked_mean(self.language_head.embed(batch["prompt_ids"]), batch["prompt_mask"])
+        gate = F.softplus(self.clip_gate(question))  # (B, 1)
+        return (gate * sim).to(batch["pooled"].dtype).masked_fill(~batch["option_valid"], 0.0)
 
     def entity_outputs(self, entities: Dict[str, torch.Tensor],
                        attended: Dict[str, Optional[torch.Tensor]], batch: Dict[str, torch.Tensor]

@@ -89,22 +89,15 @@ class ClipZeroShot(ModelAdapter):
         """A local open_clip folder; its config may name the caption tokenizer it was trained with."""
         import json
 
-        import open_clip
         from open_clip.transform import PreprocessCfg, image_transform_v2
 
-        from bench.synth.captions import CaptionTokenizer
+        from inputs.clip_text import folder_tokenizer
         try:
             model = load(folder).to(self.device)
         except Exception as err:
             raise ValueError(f"cannot load the open_clip folder {folder}: {type(err).__name__}: {err}") from None
         config = json.loads((folder / "open_clip_config.json").read_text())
-        spec = config.get("tokenizer")
-        if spec:
-            if spec.get("class") != "bench.synth.captions.CaptionTokenizer":
-                raise ValueError(f"{folder}/open_clip_config.json: unknown tokenizer class {spec.get('class')!r}")
-            self.tokenizer = CaptionTokenizer(spec["vocab"], spec["context_length"], drop_unknown=True)
-        else:
-            self.tokenizer = open_clip.get_tokenizer(f"local-dir:{folder}")
+        self.tokenizer = folder_tokenizer(folder)
         pp = PreprocessCfg(**{k: v for k, v in config.get("preprocess_cfg", {}).items()
                               if k in PreprocessCfg.__dataclass_fields__})
         self.preprocess = image_transform_v2(pp, is_train=False)
