@@ -22,6 +22,14 @@ def key_padding_bias(mask: torch.Tensor) -> torch.Tensor:
     return bias.masked_fill(~mask, NEG_INF)[:, None, None, :]
 
 
+def read_bias(mask: torch.Tensor, gate: Optional[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """(B, N) mask and optional (B, N) additive gate (<= 0) -> (B, 1, 1, N) attention bias."""
+    bias = key_padding_bias(mask).to(dtype)
+    if gate is not None:
+        bias = bias + gate[:, None, None, :].to(dtype)
+    return bias
+
+
 class CrossAttentionLayer(nn.Module):
     """Queries attend to a memory set (with an additive bias), then a timm Block (self-attn + MLP).
 

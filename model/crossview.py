@@ -143,7 +143,7 @@ class CrossViewModel(nn.Module):
         groups, masks = self.token_groups(views, entities, projected, attended)
         fused, masks = self.fuse(views, groups, masks, batch)
         evidence, gates = self.score_evidence(views, fused, entities["mask"])
-        prefix = self.read_prefix(views, groups, fused, masks, gates)
+        prefix = self.read_prefix(groups, fused, masks, gates)
         scores = self.language_head(prefix, batch["prompt_ids"], batch["prompt_mask"],
                                     batch["option_ids"], batch["option_mask"], batch["option_valid"])
         if self.option_reader is not None:
@@ -244,7 +244,7 @@ class CrossViewModel(nn.Module):
             gates["entity"] = gate_bias(evidence["entity"])
         return evidence, gates
 
-    def read_prefix(self, views: Dict[str, torch.Tensor], groups: Dict[str, torch.Tensor],
+    def read_prefix(self, groups: Dict[str, torch.Tensor],
                     fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
                     gates: Dict[str, Optional[torch.Tensor]]) -> torch.Tensor:
         """The LM prefix (B, K, W). With fusion: learned slots read every fused token (gated),
@@ -254,11 +254,7 @@ class CrossViewModel(nn.Module):
             names = ["frame", "slot" if "slot" in groups else "entity"]
             return self.prefix([groups[n] for n in names], [masks[n] for n in names],
                                [gates[n] for n in names])
-        names = list(fused)
-        gate = [gates[n] if gates[n] is not None else torch.zeros_like(masks[n], dtype=views["frame"].dtype)
-                for n in names]
-        prefix = self.prefix(torch.cat([fused[n] for n in names], 1), torch.cat([masks[n] for n in names], 1),
-                             torch.cat(gate, 1))
+        prefix = self.prefix(*self.fused_set(fused, masks, gates, list(fused)))
         if self.summary is None:
             return prefix
         # The bag-of-frames tokens first: a shallow path to the LM.
@@ -266,15 +262,22 @@ class CrossViewModel(nn.Module):
                                [gates["frame"], gates["entity"]])
         return torch.cat([summary, prefix], 1)
 
+    @staticmethod
+    def fused_set(fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
+                  gates: Dict[str, Optional[torch.Tensor]], names: list
+                  ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The fused groups ``names`` as one set: tokens (B, N, D), mask (B, N) and gate (B, N)
+        (0 for a group without one), what the prefix and option readers read."""
+        dtype = fused[names[0]].dtype
+        gate = [gates[n] if gates[n] is not None else torch.zeros_like(masks[n], dtype=dtype) for n in names]
+        return (torch.cat([fused[n] for n in names], 1), torch.cat([masks[n] for n in names], 1),
+                torch.cat(gate, 1))
+
     def read_options(self, fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
                      gates: Dict[str, Optional[torch.Tensor]], batch: Dict[str, torch.Tensor]) -> torch.Tensor:
         """OptionReader scores (B, O): each option's words, with the pooled fused question,
         read every fused token (gated like the prefix); 0 for padded options."""
-        names = [n for n in fused if n != "question"]
-        memory = torch.cat([fused[n] for n in names], 1)
-        memory_mask = torch.cat([masks[n] for n in names], 1)
-        gate = torch.cat([gates.get(n) if gates.get(n) is not None else torch.zeros_like(masks[n], dtype=memory.dtype)
-                          for n in names], 1)
+        memory, memory_mask, gate = self.fused_set(fused, masks, gates, [n for n in fused if n != "question"])
         question = masked_mean(fused["question"], masks["question"])
         options = self.token_proj(self.language_head.embed(batch["option_ids"]))
         score = self.option_reader(options, batch["option_mask"], question, memory, memory_mask, gate)

@@ -14,7 +14,7 @@ import torch
 from timm.models.vision_transformer import Block
 from torch import nn
 
-from model.attention import SlotReader, key_padding_bias
+from model.attention import SlotReader, key_padding_bias, read_bias
 from model.config import ModelConfig
 
 QUESTION, FRAME, ENTITY, SLOT, PROJECTED = range(5)
@@ -97,10 +97,7 @@ class PrefixReader(nn.Module):
         Returns:
             (B, prefix_tokens, lm_width) prefix embeddings.
         """
-        bias = key_padding_bias(mask).to(memory.dtype)
-        if gate is not None:
-            bias = bias + gate[:, None, None, :].to(memory.dtype)
-        return self.to_lm(self.reader(memory, bias))
+        return self.to_lm(self.reader(memory, read_bias(mask, gate, memory.dtype)))
 
 
 class BagOfFramesPrefix(nn.Module):

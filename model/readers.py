@@ -24,7 +24,7 @@ import torch
 from timm.models.vision_transformer import Block
 from torch import nn
 
-from model.attention import CrossAttentionLayer, key_padding_bias
+from model.attention import CrossAttentionLayer, key_padding_bias, read_bias
 from model.config import ModelConfig
 
 
@@ -112,9 +112,7 @@ class OptionReader(nn.Module):
         attend = flat_mask | ~flat_mask.any(-1, keepdim=True)
         words = self.words(words, attn_mask=key_padding_bias(attend).to(words.dtype))
         query = masked_mean(words, flat_mask).view(b, o, d) + self.question(question).unsqueeze(1)
-        bias = key_padding_bias(memory_mask).to(memory.dtype)
-        if gate is not None:
-            bias = bias + gate[:, None, None, :].to(memory.dtype)
+        bias = read_bias(memory_mask, gate, memory.dtype)
         read = self.read(query.reshape(b * o, 1, d), memory.repeat_interleave(o, dim=0),
                          bias.repeat_interleave(o, dim=0))  # (B * O, 1, D)
         return self.score(read).view(b, o)

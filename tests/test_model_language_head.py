@@ -5,6 +5,13 @@ from model.config import LanguageHeadConfig
 from model.language_head import LanguageHead, build_gpt2
 
 
+def _option_step_logits(head, context, ids):
+    """The plain LM on [context | option ids]: the logits that predict each option token."""
+    seq = torch.cat([context, head.embed(ids)]).unsqueeze(0)
+    n = len(context)
+    return head.lm(inputs_embeds=seq).logits[0, n - 1:n - 1 + len(ids)]
+
+
 def test_cached_option_scores_match_full_sequence_loglik():
     torch.manual_seed(0)
     cfg = LanguageHeadConfig(vocab_size=50, layers=2, heads=2, max_positions=64)
@@ -26,10 +33,8 @@ def test_cached_option_scores_match_full_sequence_loglik():
                 if len(ids) == 0:
                     assert out["option_logits"][i, o] <= -1e3
                     continue
-                seq = torch.cat([context, head.embed(ids)]).unsqueeze(0)
-                logp = head.lm(inputs_embeds=seq).logits.log_softmax(-1)[0]
-                n = len(context)
-                expected = logp[n - 1:n - 1 + len(ids)].gather(1, ids[:, None]).mean()
+                logp = _option_step_logits(head, context, ids).log_softmax(-1)
+                expected = logp.gather(1, ids[:, None]).mean()
                 torch.testing.assert_close(out["option_logits"][i, o], expected, atol=1e-5, rtol=0)
 
 
@@ -58,10 +63,7 @@ def test_option_softmax_is_the_lm_renormalised_over_the_samples_option_tokens():
                 if len(ids) == 0:
                     assert out["option_logits"][i, o] <= -1e3
                     continue
-                seq = torch.cat([context, head.embed(ids)]).unsqueeze(0)
-                logits = head.lm(inputs_embeds=seq).logits[0]
-                n = len(context)
-                steps = logits[n - 1:n - 1 + len(ids)]
+                steps = _option_step_logits(head, context, ids)
                 logp = steps.gather(1, ids[:, None])[:, 0] - steps[:, candidates].logsumexp(-1)
                 torch.testing.assert_close(out["option_token_logprobs"][i, o, :len(ids)], logp, atol=1e-5, rtol=0)
                 torch.testing.assert_close(out["option_logits"][i, o], logp.mean(), atol=1e-5, rtol=0)
