@@ -16,7 +16,7 @@ projection, the source mark's label and role) plus a learned "projected" vector.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -24,7 +24,7 @@ from torchvision.ops import roi_align
 
 from model.camera import RAY_FEATURES, CameraEmbedding, floor_points, pixel_rays, ray_features
 from model.config import ModelConfig
-from model.view_encoder import ImagePositionEmbedding
+from model.view_encoder import ImagePositionEmbedding, PatchTokens
 
 
 def entity_token_index(v: int, t: int, m: int, device=None) -> torch.Tensor:
@@ -56,12 +56,13 @@ class EntityTokenizer(nn.Module):
             nn.init.normal_(self.projected, std=0.02)
         self.norm = nn.LayerNorm(d)
 
-    def forward(self, patch: torch.Tensor, grid: Tuple[int, int], batch: Dict[str, torch.Tensor],
+    def forward(self, patch: Union[PatchTokens, torch.Tensor], grid: Tuple[int, int], batch: Dict[str, torch.Tensor],
                 offset: torch.Tensor, label_prior: Optional[torch.Tensor] = None
                 ) -> Dict[str, torch.Tensor]:
         """
         Args:
-            patch: (B, V, T, P, D) encoded patch tokens (model/view_encoder.py).
+            patch: (B, V, T, P, D) encoded patch tokens, or the PatchTokens that build them
+                (model/view_encoder.py; then only the frames with a mark are built).
             grid: (gh, gw) of the patch grid.
             batch: mark_boxes (B, V, T, M, 4) pixels, mark_label (B, V, T, M), optional
                 mark_role (B, V, T, M) (inputs/items.py mark_role; absent = 0),
@@ -89,10 +90,10 @@ class EntityTokenizer(nn.Module):
         labels, roles = self._labels_and_roles(batch, mask)
         index = entity_token_index(v, t, m, patch.device).expand(b, -1, -1)
         view_of = index[..., 0]
+        flat_mask = mask.reshape(b, -1)
         tokens, rays = self._box_tokens(patch, grid, batch, offset, view_of, index[..., 1],
                                         unit_boxes.reshape(b, -1, 4), labels.reshape(b, -1),
-                                        roles.reshape(b, -1), label_prior)
-        flat_mask = mask.reshape(b, -1)
+                                        roles.reshape(b, -1), label_prior, valid=flat_mask)
         feet_xy = rays[..., 1, 6:8]  # floor (x, y) of the feet ray, canonical frame
         feet_ok = (rays[..., 1, 8] > 0.5) & batch["has_camera"].gather(1, view_of) & flat_mask
         tokens = self.norm(tokens) * flat_mask.unsqueeze(-1)
@@ -106,15 +107,17 @@ class EntityTokenizer(nn.Module):
         roles = torch.zeros_like(labels) if roles is None else roles.clamp(0, 3) * mask
         return labels, roles
 
-    def _box_tokens(self, patch: torch.Tensor, grid: Tuple[int, int], batch: Dict[str, torch.Tensor],
+    def _box_tokens(self, patch: Union[PatchTokens, torch.Tensor], grid: Tuple[int, int], batch: Dict[str, torch.Tensor],
                     offset: torch.Tensor, view_of: torch.Tensor, frame_of: torch.Tensor,
                     unit_boxes: torch.Tensor, labels: torch.Tensor, roles: torch.Tensor,
-                    label_prior: Optional[torch.Tensor]):
+                    label_prior: Optional[torch.Tensor], valid: Optional[torch.Tensor] = None):
         """Unnormalised tokens of K boxes per sample, box k in frame frame_of[k] of view view_of[k].
 
         Args:
             view_of, frame_of: (B, K) long; unit_boxes (B, K, 4) in unit image coordinates;
-            labels, roles (B, K) long. Others as `forward`.
+            labels, roles (B, K) long; valid: optional (B, K) bool, the boxes whose tokens the
+            caller keeps: only their frames' patch tokens are built (the others' tokens are
+            read from some built frame and must be masked by the caller). Others as `forward`.
         Returns:
             tokens (B, K, D) and ray features (B, K, 2, RAY_FEATURES) of each box's centre
             and feet (bottom-centre) pixel.
@@ -122,12 +125,21 @@ class EntityTokenizer(nn.Module):
         b, v, t, p, d = patch.shape
         k = unit_boxes.shape[1]
         gh, gw = grid
-        # RoIAlign in grid units; aligned=True matches "cell i covers [i, i + 1)".
-        feature_maps = patch.reshape(b * v * t, gh, gw, d).permute(0, 3, 1, 2)
-        scale = torch.tensor([gw, gh, gw, gh], dtype=patch.dtype, device=patch.device)
         sample = torch.arange(b, device=patch.device).unsqueeze(1)
-        frame_index = (sample * v * t + view_of * t + frame_of).to(patch.dtype)
-        rois = torch.cat([frame_index.reshape(-1, 1), (unit_boxes * scale).reshape(-1, 4)], dim=-1)
+        frame_index = sample * v * t + view_of * t + frame_of  # (B, K) into the B * V * T frames
+        if isinstance(patch, PatchTokens):
+            # Build only the frames a kept box reads (at least one, so RoIAlign has an input).
+            used = frame_index[valid] if valid is not None else frame_index.reshape(-1)
+            used = torch.unique(used) if used.numel() else frame_index.reshape(-1)[:1]
+            local = torch.zeros(b * v * t, dtype=torch.long, device=patch.device)
+            local[used] = torch.arange(len(used), device=patch.device)
+            maps, frame_index = patch.frames(used), local[frame_index]
+        else:
+            maps = patch.reshape(b * v * t, p, d)
+        # RoIAlign in grid units; aligned=True matches "cell i covers [i, i + 1)".
+        feature_maps = maps.reshape(-1, gh, gw, d).permute(0, 3, 1, 2)
+        scale = torch.tensor([gw, gh, gw, gh], dtype=patch.dtype, device=patch.device)
+        rois = torch.cat([frame_index.to(patch.dtype).reshape(-1, 1), (unit_boxes * scale).reshape(-1, 4)], dim=-1)
         r = self.cfg.entity.roi_size
         pooled = roi_align(feature_maps, rois, output_size=r, spatial_scale=1.0,
                            sampling_ratio=2, aligned=True)  # (B*K, D, r, r)
@@ -154,7 +166,7 @@ class EntityTokenizer(nn.Module):
             tokens = tokens + self.geometry(rays.flatten(-2), take(batch["has_camera"]))
         return tokens, rays
 
-    def project(self, patch: torch.Tensor, grid: Tuple[int, int], batch: Dict[str, torch.Tensor],
+    def project(self, patch: Union[PatchTokens, torch.Tensor], grid: Tuple[int, int], batch: Dict[str, torch.Tensor],
                 offset: torch.Tensor, label_prior: Optional[torch.Tensor] = None
                 ) -> Dict[str, torch.Tensor]:
         """Projected tokens: every mark of a calibrated view, seen in every OTHER calibrated
@@ -233,7 +245,7 @@ class EntityTokenizer(nn.Module):
         source = ((source_view * t + frame) * m + mark)  # index into (V, T, M)
         pick = lambda x: x.reshape(b, -1).gather(1, source) * valid
         tokens, _ = self._box_tokens(patch, grid, batch, offset, target_view, frame, boxes,
-                                     pick(labels), pick(roles), label_prior)
+                                     pick(labels), pick(roles), label_prior, valid=valid)
         tokens = self.norm(tokens + self.projected) * valid.unsqueeze(-1)
         canonical = ((floor_xy - offset[..., :2].view(b, 1, 1, 1, 2)) / scale).clamp(
             -self.cfg.camera.floor_clip, self.cfg.camera.floor_clip)

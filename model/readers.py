@@ -18,7 +18,7 @@ option's words from a prefix, which takes many more questions.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from timm.models.vision_transformer import Block
@@ -26,6 +26,7 @@ from torch import nn
 
 from model.attention import CrossAttentionLayer, key_padding_bias, read_bias
 from model.config import ModelConfig
+from model.view_encoder import PatchTokens, patch_tensor
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -49,15 +50,17 @@ class FrameReader(nn.Module):
         self.read = CrossAttentionLayer(d, cfg.heads, cfg.mlp_ratio, cfg.dropout)
         self.norm = nn.LayerNorm(d)
 
-    def forward(self, patch: torch.Tensor, frame_mask: torch.Tensor, question: torch.Tensor,
+    def forward(self, patch: Union[PatchTokens, torch.Tensor], frame_mask: torch.Tensor, question: torch.Tensor,
                 question_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """
         Args:
-            patch: (B, V, T, P, D) encoded patch tokens; frame_mask (B, V, T) bool.
+            patch: (B, V, T, P, D) encoded patch tokens (a PatchTokens is built in full);
+                frame_mask (B, V, T) bool.
             question: (B, L, D) question tokens (d_model); question_mask (B, L) bool.
         Returns:
             tokens (B, V * T * Q, D), frame-major (view, frame, query); mask (B, V * T * Q).
         """
+        patch = patch_tensor(patch)
         b, v, t, p, d = patch.shape
         q = self.queries.shape[1]
         queries = self.condition(self.queries.expand(b, -1, -1), question,

@@ -6,9 +6,10 @@ index would let the model learn "the answer is in the first view" (order bias).
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from model.camera import (RAY_FEATURES, CameraEmbedding, canonical_offset, grid_pixel_centers,
@@ -54,6 +55,45 @@ class ImagePositionEmbedding(nn.Module):
         return self.proj(feats)
 
 
+class PatchTokens:
+    """The encoded patch tokens of every (view, frame), built only where they are read.
+
+    The frame token needs just their mean, which the encoder takes before the projection (it
+    is linear); the (B, V, T, P, D) tensor itself is built for the frames a consumer asks for:
+    the entity tokenizer reads only frames with a mark (a temporal question has none). On the
+    default temporal batches that is most of what a step used to spend on patches.
+
+    Attributes:
+        shape: (B, V, T, P, D), the shape of the full tensor.
+    """
+
+    def __init__(self, encoder: "ViewEncoder", patches: torch.Tensor, spatial: torch.Tensor,
+                 time: torch.Tensor):
+        b, v, t, p, _ = patches.shape
+        self.shape = (b, v, t, p, encoder.cfg.d_model)
+        self.dtype, self.device = patches.dtype, patches.device
+        self._encoder, self._patches, self._spatial, self._time = encoder, patches, spatial, time
+
+    def frames(self, index: torch.Tensor) -> torch.Tensor:
+        """(N, P, D) tokens of flat frame indices ``index`` (N,) into (B * V * T): b V T + v T + t."""
+        b, v, t, p, _ = self.shape
+        x = self._patches.reshape(b * v * t, p, -1)[index]
+        spatial = self._spatial.reshape(b * v, p, -1)[torch.div(index, t, rounding_mode="floor")]
+        time = self._time.reshape(b * v * t, 1, -1)[index]
+        return self._encoder.norm(self._encoder.patch_proj(x) + spatial + time)
+
+    def all(self) -> torch.Tensor:
+        """The full (B, V, T, P, D) tensor."""
+        b, v, t, p, d = self.shape
+        index = torch.arange(b * v * t, device=self.device)
+        return self.frames(index).view(b, v, t, p, d)
+
+
+def patch_tensor(patch: Union[PatchTokens, torch.Tensor]) -> torch.Tensor:
+    """The (B, V, T, P, D) tensor of ``patch`` (a PatchTokens is built in full)."""
+    return patch.all() if isinstance(patch, PatchTokens) else patch
+
+
 class ViewEncoder(nn.Module):
     """Turns cached backbone features of every (view, frame) into d_model tokens.
 
@@ -79,7 +119,8 @@ class ViewEncoder(nn.Module):
         Args:
             batch: the CrossViewModel batch (see model/README.md).
         Returns:
-            "patch": (B, V, T, P, D) patch tokens; "frame": (B, V, T, D) one token per frame;
+            "patch": PatchTokens, the (B, V, T, P, D) patch tokens built on demand; "frame":
+            (B, V, T, D) one token per frame;
             "offset": (B, 1, 3) canonical-frame offset (model/camera.py); "grid": (gh, gw).
         """
         patches = batch["patch_tokens"]
@@ -96,8 +137,14 @@ class ViewEncoder(nn.Module):
                                 pixels, offset, self.cfg.camera)
             spatial = spatial + self.camera(rays, batch["has_camera"])
         time = self.time(batch["frame_time"].to(patches.dtype))  # (B, V, T, D)
-        tokens = self.patch_proj(patches) + spatial.unsqueeze(2) + time.unsqueeze(3)
+        # The mean over patches of patch_proj(x) + spatial + time, with the mean taken first:
+        # LayerNorm's affine part and the Linear commute with it (the features are frozen, so
+        # the normalisation itself needs no gradient).
+        norm, proj = self.patch_proj
+        mean_hat = F.layer_norm(patches, norm.normalized_shape, eps=norm.eps).mean(dim=3)
+        patch_mean = proj(mean_hat * norm.weight + norm.bias)
+        tokens_mean = patch_mean + spatial.mean(dim=2).unsqueeze(2) + time
         # Dropout on the frame token only: masking every patch costs ~10 % of a CPU step.
-        frame = self.drop(self.pooled_proj(batch["pooled"]) + tokens.mean(dim=3))
-        return {"patch": self.norm(tokens), "frame": self.norm(frame), "offset": offset,
-                "grid": (gh, gw)}
+        frame = self.drop(self.pooled_proj(batch["pooled"]) + tokens_mean)
+        return {"patch": PatchTokens(self, patches, spatial, time), "frame": self.norm(frame),
+                "offset": offset, "grid": (gh, gw)}

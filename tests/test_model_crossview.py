@@ -64,6 +64,35 @@ def test_no_marks_and_no_prompt_padding_edge_case():
         _finite_outputs(model(batch))
 
 
+def test_patch_tokens_are_built_only_for_frames_with_a_mark():
+    """The entity tokenizer builds the patch tokens of the frames a kept mark reads, and its
+    tokens equal those read from the full tensor; the frame token is the mean of the full one."""
+    cfg = tiny_model_config()
+    model = build_model(cfg).eval()
+    batch = random_batch(cfg, views=[2, 3], frames=[3, 2], options=[4, 4], marks=2)
+    batch["mark_mask"][0, 1] = False  # view 1 of sample 0: no marks in any frame
+    batch["mark_mask"][1, :, 1] = False  # frame 1 of sample 1: no marks in any view
+    with torch.no_grad():
+        views = model.view_encoder(batch)
+        patch = views["patch"]
+        full = patch.all()
+        built, frames = [], patch.frames
+        patch.frames = lambda index: (built.append(index.clone()), frames(index))[1]
+        lazy = model.entity_tokenizer(patch, views["grid"], batch, views["offset"])
+        eager = model.entity_tokenizer(full, views["grid"], batch, views["offset"])
+        enc = model.view_encoder  # the unfactored formula: project every patch, then average
+        tokens = enc.patch_proj(batch["patch_tokens"]) + patch._spatial.unsqueeze(2) + patch._time.unsqueeze(3)
+        frame = enc.norm(enc.pooled_proj(batch["pooled"]) + tokens.mean(dim=3))
+    b, v, t = batch["mark_mask"].shape[:3]
+    keep = (batch["mark_mask"] & batch["frame_mask"].unsqueeze(-1)
+            & batch["view_mask"][:, :, None, None]).any(-1).reshape(-1)
+    assert len(built) == 1 and sorted(built[0].tolist()) == keep.nonzero().squeeze(1).tolist()
+    assert 0 < len(built[0]) < b * v * t
+    torch.testing.assert_close(lazy["tokens"], eager["tokens"], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(full, enc.norm(tokens))
+    torch.testing.assert_close(views["frame"], frame, atol=1e-5, rtol=1e-5)
+
+
 def test_every_trainable_parameter_gets_a_gradient():
     cfg = tiny_model_config()
     model = build_model(cfg).train()
