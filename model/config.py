@@ -138,7 +138,7 @@ class LanguageHeadConfig:
     """Causal LM scoring each option's text after [prefix | prompt]."""
 
     RANGES: ClassVar[dict] = {"vocab_size": ">= 1", "pad_id": ">= 0", "layers": ">= 0", "heads": ">= 1",
-                              "width": ">= 0", "max_positions": ">= 1"}
+                              "width": ">= 0", "max_positions": ">= 1", "clip_prior_gate": "> 0"}
 
 
     vocab_size: int = 49408  # open_clip SimpleTokenizer vocabulary (inputs/text.py)
@@ -160,7 +160,9 @@ class LanguageHeadConfig:
     option_match: bool = True  # add a bilinear option-embedding x prefix score (a shallow path)
     clip_prior: bool = False  # add the backbone's CLIP zero-shot logit of each option (its caption
     #   against the views' pooled image embeddings; inputs/clip_text.py), weighted per question
-    #   by a learned gate that starts at 1. Needs a CLIP folder with a text tower
+    #   by a learned gate that starts at clip_prior_gate. Needs a CLIP folder with a text tower
+    clip_prior_gate: float = 1.0  # the gate's value at initialisation (1: the zero-shot logits as
+    #   they are; at 1 the answer loss started at 1.67 against ln 4 = 1.39, docs/experiments.md)
 
 
 @dataclass

@@ -88,10 +88,10 @@ class CrossViewModel(nn.Module):
         self.option_reader = OptionReader(cfg) if cfg.fusion.enabled and cfg.fusion.option_reader else None
         self.clip_gate: Optional[nn.Linear] = None
         if cfg.lm.clip_prior:
-            # softplus(0 . q + b) = 1 at the start: the zero-shot logits as they are.
+            # softplus(0 . q + b) = lm.clip_prior_gate at the start, for every question.
             self.clip_gate = nn.Linear(cfg.lm_width, 1)
             nn.init.zeros_(self.clip_gate.weight)
-            nn.init.constant_(self.clip_gate.bias, math.log(math.e - 1.0))
+            nn.init.constant_(self.clip_gate.bias, math.log(math.expm1(cfg.lm.clip_prior_gate)))
         table, table_mask = label_token_table(cfg)
         self.register_buffer("label_token_ids", table, persistent=False)
         self.register_buffer("label_token_mask", table_mask, persistent=False)

@@ -57,11 +57,20 @@ def test_clip_prior_needs_a_clip_embedding_and_a_text_tower():
         build_tokenizer(ModelConfig(lm=lm, backbone=BackboneConfig(pretrained=None)))
 
 
-def _prior_model():
+def _prior_model(**lm):
     cfg = tiny_model_config()
-    cfg = dataclasses.replace(cfg, lm=dataclasses.replace(cfg.lm, clip_prior=True))
+    cfg = dataclasses.replace(cfg, lm=dataclasses.replace(cfg.lm, clip_prior=True, **lm))
     torch.manual_seed(0)
     return build_model(cfg).eval()
+
+
+def test_the_gate_starts_at_clip_prior_gate():
+    batch = random_batch(_prior_model().cfg, views=[3, 2], frames=[2, 1], options=[4, 3])
+    batch["option_clip"] = torch.randn(2, 4, _prior_model().cfg.pooled_dim) * 5
+    with torch.no_grad():
+        full, small = _prior_model().clip_prior(batch), _prior_model(clip_prior_gate=0.05).clip_prior(batch)
+    torch.testing.assert_close(small, 0.05 * full, atol=1e-6, rtol=1e-5)
+    assert full.abs().sum() > 0
 
 
 def test_the_prior_starts_as_the_mean_zero_shot_logit_over_real_frames():
