@@ -110,14 +110,14 @@ class EntityTokenizer(nn.Module):
     def _box_tokens(self, patch: Union[PatchTokens, torch.Tensor], grid: Tuple[int, int], batch: Dict[str, torch.Tensor],
                     offset: torch.Tensor, view_of: torch.Tensor, frame_of: torch.Tensor,
                     unit_boxes: torch.Tensor, labels: torch.Tensor, roles: torch.Tensor,
-                    label_prior: Optional[torch.Tensor], valid: Optional[torch.Tensor] = None):
+                    label_prior: Optional[torch.Tensor], valid: torch.Tensor):
         """Unnormalised tokens of K boxes per sample, box k in frame frame_of[k] of view view_of[k].
 
         Args:
             view_of, frame_of: (B, K) long; unit_boxes (B, K, 4) in unit image coordinates;
-            labels, roles (B, K) long; valid: optional (B, K) bool, the boxes whose tokens the
-            caller keeps: only their frames' patch tokens are built (the others' tokens are
-            read from some built frame and must be masked by the caller). Others as `forward`.
+            labels, roles (B, K) long; valid: (B, K) bool, the boxes whose tokens the caller
+            keeps: only their frames' patch tokens are built (the others' tokens are read from
+            some built frame and must be masked by the caller). Others as `forward`.
         Returns:
             tokens (B, K, D) and ray features (B, K, 2, RAY_FEATURES) of each box's centre
             and feet (bottom-centre) pixel.
@@ -129,7 +129,7 @@ class EntityTokenizer(nn.Module):
         frame_index = sample * v * t + view_of * t + frame_of  # (B, K) into the B * V * T frames
         if isinstance(patch, PatchTokens):
             # Build only the frames a kept box reads (at least one, so RoIAlign has an input).
-            used = frame_index[valid] if valid is not None else frame_index.reshape(-1)
+            used = frame_index[valid]
             used = torch.unique(used) if used.numel() else frame_index.reshape(-1)[:1]
             local = torch.zeros(b * v * t, dtype=torch.long, device=patch.device)
             local[used] = torch.arange(len(used), device=patch.device)

@@ -84,9 +84,8 @@ class PatchTokens:
 
     def all(self) -> torch.Tensor:
         """The full (B, V, T, P, D) tensor."""
-        b, v, t, p, d = self.shape
-        index = torch.arange(b * v * t, device=self.device)
-        return self.frames(index).view(b, v, t, p, d)
+        enc = self._encoder
+        return enc.norm(enc.patch_proj(self._patches) + self._spatial.unsqueeze(2) + self._time.unsqueeze(3))
 
 
 def patch_tensor(patch: Union[PatchTokens, torch.Tensor]) -> torch.Tensor:
