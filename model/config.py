@@ -124,6 +124,8 @@ class FusionConfig:
     summary_tokens: bool = True  # also hand the LM the bag-of-frames tokens (gated mean of the
     #   frame tokens and of the entity tokens before fusion): the ablation's shallow path;
     #   val SVS(+0) +5.6 points over three seeds, MVN unchanged (docs/experiments.md)
+    question_norm: bool = False  # LayerNorm the projected question words before fusion: raw LM
+    #   embeddings (std 0.02) are ~1/20 of the type and position embeddings they are added to
 
 
 @dataclass
@@ -170,7 +172,8 @@ class ModelConfig:
     """The whole cross-view model. Feature widths must match the cached backbone features."""
 
     RANGES: ClassVar[dict] = {"d_model": ">= 1", "heads": ">= 1", "mlp_ratio": "> 0", "dropout": "[0, 1)",
-                              "patch_dim": ">= 1", "pooled_dim": ">= 1", "time_scale": "> 0"}
+                              "patch_dim": ">= 1", "pooled_dim": ">= 1", "time_scale": "> 0",
+                              "embed_std": "> 0"}
 
 
     d_model: int = 128  # width of every internal token
@@ -181,6 +184,9 @@ class ModelConfig:
     patch_dim: int = 192  # width C of cached patch tokens (the shipped tower: 192; ViT-S: 384)
     pooled_dim: int = 128  # width of the cached pooled embedding (the shipped tower: 128; ViT-S: 384)
     time_scale: float = 10.0  # longest period (s) of the sinusoidal time features
+    embed_std: Optional[float] = None  # init std of the additive learned embeddings (token type,
+    # question position, mark label and role); None: PyTorch's N(0, 1), whose norm (~11 at d 128)
+    # swamps what they are added to (docs/experiments.md, "Embedding scale")
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     camera: CameraConfig = field(default_factory=CameraConfig)
     entity: EntityConfig = field(default_factory=EntityConfig)

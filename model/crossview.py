@@ -92,6 +92,9 @@ class CrossViewModel(nn.Module):
             self.clip_gate = nn.Linear(cfg.lm_width, 1)
             nn.init.zeros_(self.clip_gate.weight)
             nn.init.constant_(self.clip_gate.bias, math.log(math.expm1(cfg.lm.clip_prior_gate)))
+        # Created last too: LayerNorm of the projected question words (fusion.question_norm).
+        self.question_norm: Optional[nn.LayerNorm] = (
+            nn.LayerNorm(cfg.d_model) if cfg.fusion.enabled and cfg.fusion.question_norm else None)
         table, table_mask = label_token_table(cfg)
         self.register_buffer("label_token_ids", table, persistent=False)
         self.register_buffer("label_token_mask", table_mask, persistent=False)
@@ -222,13 +225,19 @@ class CrossViewModel(nn.Module):
         the fused groups (with "question", and "read") and their masks."""
         if self.fusion is None:
             return groups, masks
-        question = self.token_proj(self.language_head.embed(batch["prompt_ids"]))
+        question = self.question_tokens(batch["prompt_ids"])
         groups = {**groups, "question": question}
         masks = {**masks, "question": batch["prompt_mask"]}
         if self.frame_reader is not None:
             groups["read"], masks["read"] = self.frame_reader(
                 views["patch"], views["frame_mask"], question, batch["prompt_mask"])
         return self.fusion(groups, masks), masks
+
+    def question_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        """Token ids (..., L) -> projected LM embeddings (..., L, D), LayerNormed with
+        fusion.question_norm (the fusion's and option reader's view of the words)."""
+        tokens = self.token_proj(self.language_head.embed(ids))
+        return tokens if self.question_norm is None else self.question_norm(tokens)
 
     def score_evidence(self, views: Dict[str, torch.Tensor], fused: Dict[str, torch.Tensor],
                        entity_mask: torch.Tensor
@@ -279,7 +288,7 @@ class CrossViewModel(nn.Module):
         read every fused token (gated like the prefix); 0 for padded options."""
         memory, memory_mask, gate = self.fused_set(fused, masks, gates, [n for n in fused if n != "question"])
         question = masked_mean(fused["question"], masks["question"])
-        options = self.token_proj(self.language_head.embed(batch["option_ids"]))
+        options = self.question_tokens(batch["option_ids"])
         score = self.option_reader(options, batch["option_mask"], question, memory, memory_mask, gate)
         return score.masked_fill(~batch["option_valid"], 0.0)
 
@@ -340,7 +349,7 @@ def build_model(cfg: ModelConfig, lm: Optional[PreTrainedModel] = None) -> Cross
     else:
         lm = build_gpt2(cfg.lm, cfg.lm_width, cfg.dropout)
     needs_token_proj = cfg.fusion.enabled or bool(cfg.entity.label_token_ids)
-    return CrossViewModel(
+    model = CrossViewModel(
         cfg,
         view_encoder=ViewEncoder(cfg),
         entity_tokenizer=EntityTokenizer(cfg),
@@ -352,3 +361,20 @@ def build_model(cfg: ModelConfig, lm: Optional[PreTrainedModel] = None) -> Cross
         token_proj=nn.Linear(cfg.lm_width, cfg.d_model) if needs_token_proj else None,
         summary=BagOfFramesPrefix(cfg) if cfg.fusion.enabled and cfg.fusion.summary_tokens else None,
     )
+    if cfg.embed_std is not None:
+        init_embeddings(model, cfg.embed_std)
+    return model
+
+
+def init_embeddings(model: nn.Module, std: float) -> None:
+    """Re-initialise every additive nn.Embedding of the model (token type, question position,
+    mark label and role; not the LM's, which has its own init) from N(0, std).
+
+    PyTorch's default N(0, 1) gives these vectors a norm of about sqrt(d_model), an order of
+    magnitude above the projected words and box features they are added to; GPT-2, BERT and
+    timm's ViT initialise such embeddings at std 0.02."""
+    lm = model.language_head.lm
+    lm_modules = set(lm.modules())
+    for module in model.modules():
+        if isinstance(module, nn.Embedding) and module not in lm_modules:
+            nn.init.normal_(module.weight, std=std)

@@ -3,7 +3,9 @@
 tests/data/crossview_forward_reference.pt holds, for a few tiny configs (each config stored
 in full, so later changes of the dataclass defaults do not move it), the outputs of the model
 built with ``torch.manual_seed(0)`` on ``random_batch(cfg, **BATCH)`` in eval mode. A
-refactoring of the forward pass must reproduce them to 1e-6.
+refactoring of the forward pass must reproduce them to 1e-4: the same code differs by up to
+~3e-5 between CPU models (their float kernels sum in other orders), a change of function by
+orders of magnitude more.
 
 Rewrite the file only when the model's function is meant to change:
     python tests/test_model_forward_reference.py
@@ -68,7 +70,7 @@ def test_forward_reproduces_the_stored_outputs(name):
     assert sorted(out) == sorted(stored["outputs"])
     for key, ref in stored["outputs"].items():
         assert out[key].dtype == ref.dtype and out[key].shape == ref.shape, key
-        torch.testing.assert_close(out[key], ref, rtol=0, atol=1e-6, msg=lambda m, k=key: f"{name}: {k}: {m}")
+        torch.testing.assert_close(out[key], ref, rtol=0, atol=1e-4, msg=lambda m, k=key: f"{name}: {k}: {m}")
 
 
 def write_reference() -> None:
