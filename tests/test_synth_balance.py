@@ -10,7 +10,7 @@ import numpy as np
 from bench.synth import verify_temporal as vt
 from bench.synth.balance import select, value_key
 from bench.synth.blind import option_prior_keys, structure_signature
-from bench.synth.tasks_temporal import grid_option_sets, grid_options, twin_option_sets, twin_options
+from bench.synth.options_temporal import grid_option_sets, grid_options, twin_option_sets, twin_options
 
 CFG = SimpleNamespace(options=SimpleNamespace(mode="ssmn", none_share=0.2),
                       tasks=SimpleNamespace(major_value_share=0.08, value_cap=1.0, max_task_share=1.0))

@@ -9,7 +9,7 @@ from bench.format import Sample
 from bench.synth import verify_temporal as vt
 from bench.synth.balance import select
 from bench.synth.blind import OptionPriorProbe, option_prior_keys, structure_signature
-from bench.synth.tasks_temporal import ambiguous_pick, grid_options, twin_options
+from bench.synth.options_temporal import ambiguous_pick, grid_options, twin_options
 
 NAMES = [f"{c} {k}" for c in ("red", "blue", "green", "yellow", "purple") for k in ("box", "ball", "pole", "chair")]
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.synth import options_temporal as ot
 from bench.synth import tasks_temporal as tt
 from bench.synth import verify_temporal as vt
 from bench.synth.body import Person, Pose, joints
@@ -151,10 +152,10 @@ def test_place_label_is_3d_feet_distance_to_footprints():
 def test_ambiguous_pick_keeps_every_single_view_open():
     truth = "a"
     per_view = [{"a", "b"}, {"a", "c", "d"}, {"a", "b", "c", "d", "e"}, {"a", "e"}]
-    picked = tt.ambiguous_pick(truth, ["z", "e", "d", "c", "b"], per_view, 3, [truth])
+    picked = ot.ambiguous_pick(truth, ["z", "e", "d", "c", "b"], per_view, 3, [truth])
     assert len(picked) == 3 and truth not in picked
     assert all(len(s & set([truth] + picked)) >= 2 for s in per_view)   # no view settles it alone
-    opts = tt.cover_options(truth, [("z", "typed")], ["b", "c", "d", "e"], per_view, np.random.default_rng(0),
+    opts = ot.cover_options(truth, [("z", "typed")], ["b", "c", "d", "e"], per_view, np.random.default_rng(0),
                             False, "fill")
     listed, types = opts
     assert listed[0] == truth and all(len(s & set(listed)) >= 2 for s in per_view)
