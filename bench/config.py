@@ -146,9 +146,17 @@ def from_dict(cls: type[T], data: dict, path: str = "") -> T:
     A removed option stays readable where it is set to the value it defaulted to (so the
     configs stored in older runs and checkpoints still load): ``cls.RETIRED_KEYS`` maps its
     name to that value and the reason it went. Any other value of it is an error.
+
+    An option added with a default that changes what older configs did is read, where a
+    stored config lacks it, as the value that keeps their behaviour: ``cls.ADDED_KEYS`` maps
+    its name to that value and the reason. Configs built by ``load_config`` start from the
+    full defaults, so they always carry it and get the new default.
     """
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    added = getattr(cls, "ADDED_KEYS", {})
+    if any(key not in data for key in added):
+        data = {**{key: value for key, (value, _) in added.items()}, **data}
     retired = getattr(cls, "RETIRED_KEYS", {})
     if any(key in retired for key in data):
         data = dict(data)

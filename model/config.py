@@ -111,6 +111,10 @@ class FusionConfig:
         # stayed at chance (docs/experiments.md). Older run configs carry it as false.
         "prefix_reads_patches": (False, "it measured no gain, see docs/experiments.md"),
     }
+    # Options added later whose old behaviour a stored config without them must keep.
+    ADDED_KEYS: ClassVar[dict[str, tuple[Any, str]]] = {
+        "summary_last": (False, "before it, the summary tokens came first"),
+    }
 
     enabled: bool = True  # off: prefix = masked mean of frame tokens ("bag of frames" ablation)
     layers: int = 2  # timm ViT blocks
@@ -124,6 +128,8 @@ class FusionConfig:
     summary_tokens: bool = True  # also hand the LM the bag-of-frames tokens (gated mean of the
     #   frame tokens and of the entity tokens before fusion): the ablation's shallow path;
     #   val SVS(+0) +5.6 points over three seeds, MVN unchanged (docs/experiments.md)
+    summary_last: bool = False  # put the summary tokens after the prefix slots, so the last
+    #   context token (the one that predicts the option's first word) is the bag of entities
     question_norm: bool = False  # LayerNorm the projected question words before fusion: raw LM
     #   embeddings (std 0.02) are ~1/20 of the type and position embeddings they are added to
 

@@ -269,7 +269,7 @@ class CrossViewModel(nn.Module):
         # The bag-of-frames tokens first: a shallow path to the LM.
         summary = self.summary([groups["frame"], groups["entity"]], [masks["frame"], masks["entity"]],
                                [gates["frame"], gates["entity"]])
-        return torch.cat([summary, prefix], 1)
+        return torch.cat([prefix, summary] if self.cfg.fusion.summary_last else [summary, prefix], 1)
 
     @staticmethod
     def fused_set(fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],

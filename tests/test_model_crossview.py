@@ -156,3 +156,33 @@ def test_summary_tokens_join_the_prefix_and_learn():
         ref = model(batch)["option_logits"]
         out = model(permute_views(batch, [3, 1, 0, 5, 2, 4]))["option_logits"]
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("last", [False, True])
+def test_summary_last_puts_the_bag_tokens_at_the_end_of_the_prefix(last):
+    """fusion.summary_last: the summary tokens close the prefix, so the context token that
+    predicts an option's first word is the bag of entities; the slots come first."""
+    torch.manual_seed(0)
+    cfg = tiny_model_config()
+    cfg = dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, summary_tokens=True, summary_last=last))
+    model = build_model(cfg).eval()
+    batch = random_batch(cfg, **MIXED)
+    captured = {}
+    model.summary.register_forward_hook(lambda module, args, output: captured.setdefault("summary", output))
+    with torch.no_grad():
+        prefix = model(batch)["prefix"]
+    summary = captured["summary"]
+    where = prefix[:, -2:] if last else prefix[:, :2]
+    torch.testing.assert_close(where, summary, atol=0, rtol=0)
+    assert not torch.equal(prefix[:, :2] if last else prefix[:, -2:], summary)
+
+
+def test_a_stored_config_without_summary_last_keeps_the_prefix_order_of_its_time():
+    """A checkpoint's config written before the key existed loads with summary_last false
+    (FusionConfig.ADDED_KEYS); a config loaded from YAML gets the current default."""
+    from bench.config import from_dict, load_config, to_dict
+    from model import ModelConfig
+    stored = to_dict(ModelConfig())
+    del stored["fusion"]["summary_last"]
+    assert from_dict(ModelConfig, stored).fusion.summary_last is False
+    assert load_config(ModelConfig).fusion.summary_last is ModelConfig().fusion.summary_last
