@@ -9,7 +9,7 @@ import pytest
 from bench.synth.camera import make_camera, project
 from bench.synth.config import RenderConfig
 from bench.synth.primitives import Entity, Primitive
-from bench.synth.renderer import render
+from bench.synth.renderer import camera_rays, render
 
 W = H = 64
 
@@ -74,3 +74,16 @@ def test_entities_outside_the_view_are_culled():
     cam = _cam()
     out = render([_sphere(1, (0.0, 0.0, 1.0), 0.3), _sphere(2, (8.0, 0.0, 1.0), 0.3)], cam, RenderConfig())
     assert 2 not in out.amodal_px and (out.instance == 2).sum() == 0
+
+
+def test_rays_computed_once_per_camera_give_the_same_pixels_at_every_frame():
+    """A temporal scene reuses camera_rays(cam) for each frame: the render must not change."""
+    cam = make_camera("cam0", (4.0, 1.0, 2.0), (0.0, 0.0, 0.5), 50.0, W, H)
+    rays = camera_rays(cam)
+    for x in (0.0, 0.4, -0.3):  # the "person" moves, its shadow with it
+        scene = [_sphere(1, (x, 0.0, 0.6), 0.4), _sphere(2, (-1.0, x, 0.3), 0.3, (0, 0, 200))]
+        shadows = [(x, 0.0, 0.5)]
+        fresh, cached = render(scene, cam, RenderConfig(), shadows), render(scene, cam, RenderConfig(), shadows, rays)
+        for name in ("rgb", "instance", "part", "depth"):
+            np.testing.assert_array_equal(getattr(cached, name), getattr(fresh, name), err_msg=name)
+        assert cached.amodal_px == fresh.amodal_px

@@ -33,7 +33,7 @@ from bench.synth.captions import COLOUR_NAMES, OBJECT_KINDS, person_facts, view_
 from bench.synth.config import SynthConfig
 from bench.synth.marks import draw_marks
 from bench.synth.observe import observe_view
-from bench.synth.renderer import render
+from bench.synth.renderer import camera_rays, render
 from bench.synth.scene import sample_scene
 from bench.synth.scene_temporal import sample_temporal_scene
 
@@ -138,9 +138,10 @@ def _scene_job(args) -> list[dict]:
         scene = sample_temporal_scene(rng, synth, f"p{idx:06d}t")
         records = []
         for cam in scene.cameras:
+            rays = camera_rays(cam)  # the same for each of the view's frames
             for f in sorted(rng.choice(len(scene.times), size=cfg.frames_per_view, replace=False)):
                 t = scene.times[f]
-                out = render(scene.entities(t), cam, synth.render, scene.shadows(t))
+                out = render(scene.entities(t), cam, synth.render, scene.shadows(t), rays)
                 records.append(_image_record(cfg, scene, out, observe_view(out, scene, synth.observe), t, rng))
         return records
     rng = np.random.default_rng([cfg.seed, SPATIAL_TAG, idx])

@@ -28,7 +28,7 @@ from bench.synth.balance import assign_letters, select
 from bench.synth.marks import draw_marks, mark_key
 from bench.synth.observe import observe_view
 from bench.synth.questions import scene_questions
-from bench.synth.renderer import render
+from bench.synth.renderer import camera_rays, render
 from bench.synth.scene import sample_scene
 from bench.synth.scene_temporal import sample_temporal_scene
 from bench.synth.tasks import TASKS
@@ -68,10 +68,11 @@ def build_temporal_scene(cfg, idx: int):
     rng = np.random.default_rng([cfg.seed, 4, idx])
     scene = sample_temporal_scene(rng, cfg, f"t{idx:06d}")
     renders = {c.view_id: [] for c in scene.cameras}
+    rays = {c.view_id: camera_rays(c) for c in scene.cameras}  # the same for every frame
     for t in scene.times:
         entities, shadows = scene.entities(t), scene.shadows(t)
         for c in scene.cameras:
-            renders[c.view_id].append(render(entities, c, cfg.render, shadows))
+            renders[c.view_id].append(render(entities, c, cfg.render, shadows, rays[c.view_id]))
     obs = {v: [observe_view(r, scene, cfg.observe) for r in rs] for v, rs in renders.items()}
     return scene, renders, obs, rng
 

@@ -109,16 +109,47 @@ def light_direction(azimuth_deg: float, elevation_deg: float) -> torch.Tensor:
     return torch.tensor([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
 
 
-def render(entities: list[Entity], cam: Camera, cfg, shadows: list[tuple[float, float, float]] = ()) -> RenderOutput:
+@dataclass
+class CameraRays:
+    """What a render of one camera computes before any entity: the pixel rays, where each
+    ray meets the floor and the floor's checker colour there, and each ray's camera z. A
+    temporal scene renders every camera at each of its frames; computing these once per
+    camera gives the same pixels (the same element-wise operations on the same values)."""
+
+    origin: torch.Tensor     # (3,) camera centre
+    dirs: torch.Tensor       # (H, W, 3) unit ray directions
+    t_floor: torch.Tensor    # (H, W) distance to the floor z = 0, inf where the ray misses it
+    floor_xy: torch.Tensor   # (F, 3) floor points of the F rays that meet it, row-major
+    floor_col: torch.Tensor  # (F, 3) checker albedo at those points
+    cam_z: torch.Tensor      # (H, W) camera z of a unit step along each ray
+
+
+def camera_rays(cam: Camera) -> CameraRays:
+    """The per-camera part of ``render`` (see CameraRays)."""
+    H, W = cam.height, cam.width
+    o, dirs = pixel_rays(cam)
+    t_floor = torch.where(dirs[..., 2] < -1e-6, -o[2] / dirs[..., 2], torch.full((H, W), INF))
+    meets = torch.isfinite(t_floor)
+    fp = o + t_floor[meets][:, None] * dirs[meets]
+    parity = (torch.floor(fp[:, 0] / FLOOR_TILE_SIZE) + torch.floor(fp[:, 1] / FLOOR_TILE_SIZE)).remainder(2)
+    tiles = torch.tensor(FLOOR_TILES, dtype=torch.float32) / 255.0
+    cam_z = dirs @ torch.as_tensor(cam.R[2], dtype=torch.float32)
+    return CameraRays(o, dirs, t_floor, fp, tiles[parity.long()], cam_z)
+
+
+def render(entities: list[Entity], cam: Camera, cfg, shadows: list[tuple[float, float, float]] = (),
+           rays: CameraRays | None = None) -> RenderOutput:
     """Ray-cast the floor and ``entities`` as seen by ``cam``.
 
     Args:
         entities: people and objects; ``eid`` > 0 goes into the instance map.
         cfg: a ``RenderConfig`` (light and ambient; the size comes from the camera).
         shadows: (x, y, radius) soft blob shadows on the floor under people, for depth cues.
+        rays: ``camera_rays(cam)``, when the caller renders the same camera several times.
     """
     H, W = cam.height, cam.width
-    o, dirs = pixel_rays(cam)
+    rays = rays if rays is not None else camera_rays(cam)
+    o, dirs = rays.origin, rays.dirs
     depth = torch.full((H, W), INF)
     inst = torch.zeros((H, W), dtype=torch.int32)
     part = torch.zeros((H, W), dtype=torch.int16)
@@ -155,12 +186,11 @@ def render(entities: list[Entity], cam: Camera, cfg, shadows: list[tuple[float, 
         depth_f[pix], inst_f[pix], part_f[pix] = tw, ent.eid, packed.part[kw]
         albedo_f[pix], normal_f[pix] = packed.colour[kw], packed.normals(pts, kw)
     # floor z = 0 takes part in the depth test (it hides what is below it)
-    t_floor = torch.where(dirs[..., 2] < -1e-6, -o[2] / dirs[..., 2], torch.full((H, W), INF))
-    floor = torch.isfinite(t_floor) & (t_floor < depth)
-    fp = o + t_floor[floor][:, None] * dirs[floor]
-    parity = (torch.floor(fp[:, 0] / FLOOR_TILE_SIZE) + torch.floor(fp[:, 1] / FLOOR_TILE_SIZE)).remainder(2)
-    tiles = torch.tensor(FLOOR_TILES, dtype=torch.float32) / 255.0
-    floor_col = tiles[parity.long()]
+    t_floor = rays.t_floor
+    meets = torch.isfinite(t_floor)
+    floor = meets & (t_floor < depth)
+    shown = floor[meets]  # which of the rays that meet the floor see it
+    fp, floor_col = rays.floor_xy[shown], rays.floor_col[shown]
     for sx, sy, sr in shadows:
         dist2 = ((fp[:, 0] - sx) ** 2 + (fp[:, 1] - sy) ** 2) / (sr * sr)
         floor_col = floor_col * (1.0 - 0.35 * torch.exp(-2.0 * dist2))[:, None]
@@ -173,7 +203,7 @@ def render(entities: list[Entity], cam: Camera, cfg, shadows: list[tuple[float, 
     sky = ~torch.isfinite(depth)
     rgb[sky] = torch.tensor(SKY, dtype=torch.float32) / 255.0
     # ray distance -> camera z
-    cam_z = dirs @ torch.as_tensor(cam.R[2], dtype=torch.float32)
+    cam_z = rays.cam_z
     out.rgb = (rgb.clamp(0, 1) * 255.0 + 0.5).to(torch.uint8).numpy()
     out.instance, out.part = inst.numpy(), part.numpy()
     out.depth = (depth * cam_z).numpy().astype(np.float32)
