@@ -128,8 +128,10 @@ class FusionConfig:
     summary_tokens: bool = True  # also hand the LM the bag-of-frames tokens (gated mean of the
     #   frame tokens and of the entity tokens before fusion): the ablation's shallow path;
     #   val SVS(+0) +5.6 points over three seeds, MVN unchanged (docs/experiments.md)
-    summary_last: bool = False  # put the summary tokens after the prefix slots, so the last
-    #   context token (the one that predicts the option's first word) is the bag of entities
+    summary_last: bool = True  # the summary tokens close the prefix, after the slots: the last
+    #   context token, which predicts the option's first word, is then the bag of entities, a
+    #   shallow path. First, the full model's answer loss sat at ln 4 for four epochs; last, it
+    #   falls from epoch 1 (docs/experiments.md, "The prefix order")
     question_norm: bool = False  # LayerNorm the projected question words before fusion: raw LM
     #   embeddings (std 0.02) are ~1/20 of the type and position embeddings they are added to
 
