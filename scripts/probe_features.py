@@ -3,7 +3,7 @@ benchmark, trained on its train split and scored on its val split.
 
     python scripts/probe_features.py [--config configs/default.yaml] [--out runs/probe_features.json] [key=value ...]
 
-Three probes, each a small classifier on frozen features (no question, no language head):
+Five probes, each a small classifier on frozen features (no question, no language head):
 
 * ``count``: how many people an image shows, from all its patch tokens (a per-cell MLP whose
   logits are averaged over the grid). Labels: the generator's per-camera counts in the
@@ -11,6 +11,12 @@ Three probes, each a small classifier on frozen features (no question, no langua
 * ``shirt_colour``: the shirt colour of a marked person, from a 2x2 RoIAlign of the patch
   grid in the mark's box (a linear classifier). Labels: the shirts that attribute questions
   record for a scene's people, joined with every mark of that person in that scene.
+* ``jump`` / ``hand``: the per-frame state the temporal counting questions count (is the
+  person airborne; is the hand up), from all the patch tokens of the frame (the count probe's
+  DeepSets model). Labels: each (view, frame) on which the generator saw the asked person, in
+  the ``meta.observations`` of repetition_count / limb_repetition_count questions. The frame
+  is not told which person is asked, so the probe reads "someone in it is airborne"; in these
+  clips the asked person is the one who jumps or waves.
 * ``posture``: the whole-body posture (bench.synth.captions.POSTURES: standing, crouching,
   sitting, reaching, foot up, ...) of a marked person, from the same 2x2 RoIAlign (linear).
   Labels: each spatial scene is rebuilt from the benchmark's stored generator config and seed
@@ -54,6 +60,25 @@ def count_labels(bench) -> dict[str, int]:
             n = len(seen) if isinstance(seen, list) else int(seen)
             for frame in view.frames:
                 labels[str(bench.image_path(frame.image).resolve())] = min(n, MAX_COUNT)
+    return labels
+
+
+TEMPORAL_STATES = {"jump": "repetition_count", "hand": "limb_repetition_count"}
+
+
+def frame_state_labels(bench, task: str) -> dict[str, int]:
+    """Absolute image path -> the asked person's state (0 / 1) on that frame, over ``task``'s
+    questions, wherever the generator saw the person (a frame seen in two questions keeps one)."""
+    labels: dict[str, int] = {}
+    for s in bench.samples:
+        if s.task != task:
+            continue
+        obs = (s.meta or {}).get("observations", {})
+        for view in s.views:
+            states = obs.get(view.view_id, {}).get("obs") or []
+            for frame, state in zip(view.frames, states):
+                if state is not None:
+                    labels[str(bench.image_path(frame.image).resolve())] = int(state)
     return labels
 
 
@@ -206,7 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     if not counts_tr or not counts_va:
         raise SystemExit(f"{root}: no count labels in train/{args.held_out} (needs count_in_view or "
                          "dedup_count questions with meta.observations, as the synthetic generator writes)")
-    paths = sorted(set(counts_tr) | set(counts_va) | {r[0] for r in shirts_tr + shirts_va + postures_tr + postures_va})
+    states = {name: (frame_state_labels(train, task), frame_state_labels(held, task))
+              for name, task in TEMPORAL_STATES.items()}
+    paths = sorted(set(counts_tr) | set(counts_va) | {r[0] for r in shirts_tr + shirts_va + postures_tr + postures_va}
+                   | {p for pair in states.values() for labels in pair for p in labels})
     table = cache.table(paths, desc="encoding probe images")
     n_patch = table.patch_tokens.shape[1]
     grid = int(round(n_patch ** 0.5))
@@ -221,14 +249,19 @@ def main(argv: list[str] | None = None) -> int:
         idx = [table.index[p] for p in labels]
         return table.patch_tokens[idx].float(), torch.tensor(list(labels.values()))
 
-    x_tr, y_tr = tok(counts_tr)
-    x_va, y_va = tok(counts_va)
-    majority = Counter(y_tr.tolist()).most_common(1)[0][0]
-    count = {"n_train": len(y_tr), "n_val": len(y_va),
-             "majority_val_acc": 100 * (y_va == majority).float().mean().item()}
-    for name, sl in subsets.items():
-        count[name] = probe_count(x_tr[..., sl], y_tr, x_va[..., sl], y_va, args.epochs, cfg.seed)
-    result["count"] = count
+    for probe, (labels_tr, labels_va) in {"count": (counts_tr, counts_va), **states}.items():
+        if not labels_tr or not labels_va:
+            continue
+        x_tr, y_tr = tok(labels_tr)
+        x_va, y_va = tok(labels_va)
+        majority = Counter(y_tr.tolist()).most_common(1)[0][0]
+        res = {"n_train": len(y_tr), "n_val": len(y_va),
+               "majority_val_acc": 100 * (y_va == majority).float().mean().item()}
+        for name, sl in subsets.items():
+            res[name] = probe_count(x_tr[..., sl], y_tr, x_va[..., sl], y_va, args.epochs, cfg.seed)
+            if probe != "count":
+                res[name].pop("val_within_one")  # a two-class state: every answer is within one
+        result[probe] = res
 
     C = table.patch_tokens.shape[-1]
     for probe, (rows_tr, rows_va) in {"shirt_colour": (shirts_tr, shirts_va),
@@ -250,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    for probe in ("count", "shirt_colour", "posture"):
+    for probe in ("count", "shirt_colour", "posture", *TEMPORAL_STATES):
         if probe not in result:
             continue
         r = result[probe]

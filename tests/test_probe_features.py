@@ -94,3 +94,17 @@ def test_posture_labels_come_from_the_rebuilt_scene(synth: Path):
     frames = {(v.view_id, f.t): f.image for v in s.views for f in v.frames}
     key = (str(bench.image_path(frames[(s.marks[0].view_id, s.marks[0].t)]).resolve()), tuple(s.marks[0].box))
     assert dict(((p, tuple(b)), r) for p, b, r in rows)[key] == posture_of(scene.person(s.marks[0].entity).pose)
+
+
+def test_frame_state_labels_take_each_seen_frame_of_the_asked_person(tmp_path: Path):
+    from types import SimpleNamespace as NS
+    frames = [NS(image=f"images/t0/cam{v}_f{f:02d}.png") for v in range(2) for f in range(3)]
+    views = [NS(view_id="cam0", frames=frames[:3]), NS(view_id="cam1", frames=frames[3:])]
+    obs = {"cam0": {"obs": ["0", "1", None]}, "cam1": {"obs": [None, None, "0"]}}
+    samples = [NS(task="repetition_count", views=views, meta={"observations": obs}),
+               NS(task="trajectory", views=views, meta={"observations": {"cam0": {"obs": ["1", "1", "1"]}}})]
+    bench = NS(samples=samples, image_path=lambda rel: tmp_path / rel)
+    labels = probe.frame_state_labels(bench, "repetition_count")
+    path = lambda v, f: str((tmp_path / f"images/t0/cam{v}_f{f:02d}.png").resolve())  # noqa: E731
+    assert labels == {path(0, 0): 0, path(0, 1): 1, path(1, 2): 0}
+    assert probe.frame_state_labels(bench, "limb_repetition_count") == {}
