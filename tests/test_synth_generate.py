@@ -78,3 +78,29 @@ def test_cvbench_mode_has_none_of_the_above_last(tmp_path: Path):
     assert samples and all(len(s.options) == 5 and s.options[-1] == "None of the above" for s in samples)
     report = check(tmp_path / "b")
     assert report["svi_rate"] == 1.0 and report["cvr_rate"] == 1.0
+
+
+def test_train_selection_verified_keeps_every_train_question(tiny: Path, tmp_path: Path):
+    """train_selection=verified: train keeps every verified question (a superset of the
+    balanced selection); val and test are the same samples; the check still passes."""
+    out = tmp_path / "verified"
+    generate(load_config(SynthConfig, None, TINY + ["train_selection=verified"]), out, progress=False)
+
+    def questions(root: Path, split: str) -> list:
+        f = root / split / "benchmark.json"
+        return json.loads(f.read_text())["samples"] if f.exists() else []
+
+    # (a temporal question may be kept with another of its option sets when balanced)
+    key = lambda s: (s["scene"], s["task"], s["question"], tuple(m["entity"] for m in s["marks"]))  # noqa: E731
+    balanced, verified = questions(tiny, "train"), questions(out, "train")
+    assert len(verified) > len(balanced)
+    assert {key(s) for s in balanced} <= {key(s) for s in verified}
+    for split in ("val", "test"):
+        assert questions(out, split) == questions(tiny, split)
+    report = check(out)
+    assert report["valid"] and report["svi_rate"] == 1.0 and report["cvr_rate"] == 1.0
+
+
+def test_train_selection_is_checked():
+    with pytest.raises(ConfigError, match="train_selection"):
+        load_config(SynthConfig, None, ["train_selection=all"])

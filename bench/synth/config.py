@@ -147,6 +147,11 @@ class SynthConfig:
     n_scenes: int = 300           # scenes over all splits
     split_fractions: list[float] = field(default_factory=lambda: [0.6, 0.1, 0.3])  # train, val, test
     workers: int = 0              # processes; 0 = one per CPU core
+    # "balanced": every split is the balanced selection (answer values, options, oracle hits,
+    # task shares; bench/synth/balance.py). "verified": the train split keeps every verified
+    # question, about twice as many from the same images; val and test stay balanced (the same
+    # bytes either way), so the evaluation and its checks do not change.
+    train_selection: str = "balanced"
     scene: SceneConfig = field(default_factory=SceneConfig)
     camera: CameraConfig = field(default_factory=CameraConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
@@ -164,6 +169,8 @@ class SynthConfig:
         unknown = sorted(set(self.temporal.enabled) - set(TEMPORAL_TASKS))
         if unknown:
             raise ConfigError(f"temporal.enabled: unknown temporal task(s) {unknown}; known: {TEMPORAL_TASKS}")
+        if self.train_selection not in ("balanced", "verified"):
+            raise ConfigError(f"train_selection must be 'balanced' or 'verified', got {self.train_selection!r}")
         if self.options.mode not in ("ssmn", "cvbench"):
             raise ConfigError(f"options.mode must be 'ssmn' or 'cvbench', got {self.options.mode!r}")
         if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1.0) > 1e-6:

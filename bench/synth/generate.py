@@ -190,8 +190,12 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
                 for axis, tag in (("spatial", 3), ("temporal", 6)):
                     rng = np.random.default_rng([cfg.seed, tag, s_idx])
                     recs = [rec for r in res for rec in r["records"] if rec["axis"] == axis]
-                    kept = select(recs, cfg, rng) if axis == "spatial" else \
-                        select(recs, cfg, rng, joint_caps=True, max_task_share=cfg.temporal.max_task_share)
+                    if split == "train" and cfg.train_selection == "verified":
+                        kept = list(recs)  # every verified question (each with its first option set)
+                    elif axis == "spatial":
+                        kept = select(recs, cfg, rng)
+                    else:
+                        kept = select(recs, cfg, rng, joint_caps=True, max_task_share=cfg.temporal.max_task_share)
                     assign_letters(kept, cfg, rng)
                     records += kept
                 cams = {r["sid"]: r["cameras"] for r in res}
