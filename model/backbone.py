@@ -8,6 +8,7 @@ pixels [j/gw*W, (j+1)/gw*W) x [i/gh*H, (i+1)/gh*H) of the original W x H image.
 from __future__ import annotations
 
 import hashlib
+import json
 import warnings
 from pathlib import Path
 from typing import Dict
@@ -20,6 +21,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from model.config import BackboneConfig
+from model.readout import SemanticReadout
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,16 +32,22 @@ class FrozenClipBackbone(nn.Module):
     Args:
         visual: an open_clip VisionTransformer (already locked: no parameter requires grad).
         cfg: the BackboneConfig it was built from (layer choice, pooling, identity).
+        readout: an optional frozen ``SemanticReadout`` over the tower's tokens; its per-cell
+            probabilities are appended to each patch token.
     """
 
-    def __init__(self, visual: nn.Module, cfg: BackboneConfig):
+    def __init__(self, visual: nn.Module, cfg: BackboneConfig, readout: SemanticReadout | None = None):
         super().__init__()
         self.visual = visual
         self.cfg = cfg
+        self.readout = readout
+        if readout is not None:
+            readout.requires_grad_(False)
         self.num_blocks = len(visual.transformer.resblocks)
-        self.patch_dim = visual.transformer.width + 3 * cfg.pixel_cells ** 2
+        self.patch_dim = (visual.transformer.width + 3 * cfg.pixel_cells ** 2
+                          + (readout.out_dim if readout is not None else 0))
         self.pooled_dim = visual.transformer.width if cfg.pooled_source == "patch_mean" else visual.output_dim
-        self.identity = backbone_identity(visual, cfg)
+        self.identity = backbone_identity(visual, cfg, readout)
         self.eval()
 
     def train(self, mode: bool = True) -> "FrozenClipBackbone":
@@ -65,7 +73,8 @@ class FrozenClipBackbone(nn.Module):
         Returns:
             "patch_tokens": (N, P, C) with P = gh * gw in row-major grid order, C = patch_dim:
                 the tower's tokens, then (cfg.pixel_cells > 0) the cell's normalised pixels
-                averaged to k x k sub-cells, channel-major (3 * k * k values).
+                averaged to k x k sub-cells, channel-major (3 * k * k values), then (a readout)
+                the readout's probabilities of the cell's semantic blocks.
             "pooled": (N, E) the tower's pooled (projected) embedding, E = pooled_dim.
         """
         layer = self.cfg.patch_layer % self.num_blocks
@@ -81,12 +90,15 @@ class FrozenClipBackbone(nn.Module):
         if self.cfg.pool_grid and self.cfg.pool_grid < grid.shape[-1]:
             grid = F.adaptive_avg_pool2d(grid, self.cfg.pool_grid)
         tokens = grid.flatten(2).transpose(1, 2)
+        semantic = self.readout(tokens.float()).to(tokens.dtype) if self.readout is not None else None
         k = self.cfg.pixel_cells
         if k:
             gh, gw = grid.shape[-2:]
             cells = F.adaptive_avg_pool2d(images.float(), (gh * k, gw * k))  # (N, 3, gh*k, gw*k)
             cells = cells.view(-1, 3, gh, k, gw, k).permute(0, 2, 4, 1, 3, 5).reshape(-1, gh * gw, 3 * k * k)
             tokens = torch.cat([tokens, cells.to(tokens.dtype)], dim=-1)
+        if semantic is not None:
+            tokens = torch.cat([tokens, semantic], dim=-1)
         return {"patch_tokens": tokens, "pooled": pooled}
 
 
@@ -96,17 +108,22 @@ def preprocess_constants(cfg: BackboneConfig) -> Dict[str, object]:
             "resize": "squash"}
 
 
-def backbone_identity(visual: nn.Module, cfg: BackboneConfig) -> str:
-    """A string that changes whenever cached features would: architecture, weights, size, layer."""
+def _state_digest(module: nn.Module) -> str:
     digest = hashlib.sha256()
-    for name, tensor in sorted(visual.state_dict().items()):
+    for name, tensor in sorted(module.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def backbone_identity(visual: nn.Module, cfg: BackboneConfig, readout: nn.Module | None = None) -> str:
+    """A string that changes whenever cached features would: architecture, weights, size, layer, readout."""
     pool = f"-pool{cfg.pool_grid}" if cfg.pool_grid else ""
     norm = "-ln" if cfg.normalize_patches else ""
-    return (f"{cfg.arch}-{digest.hexdigest()[:16]}-{cfg.image_size}px"
+    return (f"{cfg.arch}-{_state_digest(visual)[:16]}-{cfg.image_size}px"
             f"-layer{cfg.patch_layer}{norm}{pool}-pooled_{cfg.pooled_source}"
-            + (f"-pix{cfg.pixel_cells}" if cfg.pixel_cells else ""))
+            + (f"-pix{cfg.pixel_cells}" if cfg.pixel_cells else "")
+            + (f"-readout{_state_digest(readout)[:16]}" if readout is not None else ""))
 
 
 def resolve_pretrained(pretrained: str) -> Path | None:
@@ -178,4 +195,24 @@ def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
                 load_weights=cfg.pretrained is not None,
             )
     clip.lock_image_tower()
-    return FrozenClipBackbone(clip.visual, cfg)
+    readout = load_readout(cfg.readout, clip.visual.transformer.width) if cfg.readout else None
+    return FrozenClipBackbone(clip.visual, cfg, readout)
+
+
+def load_readout(path: str, dim: int) -> SemanticReadout:
+    """The frozen semantic readout in folder ``path`` (``readout_config.json`` + ``readout.safetensors``,
+    as ``training.fit_readout`` writes them), strictly loaded: a readout with missing, extra or
+    misshapen tensors, or one fitted on a tower of another width, is refused."""
+    folder = next((base / path for base in (Path.cwd(), REPO_ROOT)
+                   if (base / path / "readout_config.json").is_file()), None)
+    if folder is None:
+        raise FileNotFoundError(f"backbone.readout {path!r}: no readout_config.json there "
+                                f"(relative paths are tried against {Path.cwd()} and {REPO_ROOT})")
+    arch = json.loads((folder / "readout_config.json").read_text())["model"]
+    if arch["dim"] != dim:
+        raise ValueError(f"backbone.readout {folder}: fitted on {arch['dim']}-wide tokens, the tower gives {dim}")
+    readout = SemanticReadout(arch["dim"], [tuple(b) for b in arch["layout"]], depth=arch["depth"],
+                              heads=arch["heads"], grid_cells=arch["grid_cells"], width=arch["width"])
+    stored = load_file(str(folder / "readout.safetensors"))
+    readout.load_state_dict({k: v.float() for k, v in stored.items()}, strict=True)
+    return readout.eval()

@@ -55,6 +55,9 @@ class BackboneConfig:
     #   (3 k^2 values), to its patch tokens; patch_dim grows by 3 k^2. For random towers, which
     #   keep colour poorly; no gain measured (docs/experiments.md)
     pool_grid: Optional[int] = None  # adaptive-average-pool the patch grid to g x g (smaller cache)
+    readout: Optional[str] = None  # folder of a frozen semantic readout (model/readout.py,
+    #   readout_config.json + readout.safetensors; relative: to the working directory, then the
+    #   repository root) whose per-cell probabilities are appended to the patch tokens
     init_seed: int = 0  # seed for random init, so un-pretrained features are reproducible
     mean: tuple[float, float, float] = OPENAI_CLIP_MEAN  # per-channel normalisation of the tower
     std: tuple[float, float, float] = OPENAI_CLIP_STD  # per-channel normalisation of the tower
