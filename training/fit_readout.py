@@ -12,6 +12,10 @@
 3. writes ``readout_config.json`` + ``readout.safetensors`` (fp16) + ``readout_figures.json``
    into ``--out``. ``model.backbone.readout`` names that folder.
 
+``--evaluate DIR`` scores an existing readout (for example the one ``training.pretrain_backbone``
+trains beside a tower, ``checkpoints/backbone/<name>/readout``) on this corpus instead, with
+``backbone=`` naming its tower, and writes ``--out`` as a JSON file of per-block figures.
+
 Seeded: the same config gives the same corpus and weights (for a given thread count).
 """
 from __future__ import annotations
@@ -243,12 +247,15 @@ def save_readout(model: SemanticReadout, out_dir: str | Path, meta: dict) -> Pat
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=None, help="a ReadoutConfig YAML (default: the dataclass defaults)")
-    parser.add_argument("--out", required=True, help="folder for readout_config.json / readout.safetensors")
+    parser.add_argument("--out", required=True, help="folder for readout_config.json / readout.safetensors "
+                        "(with --evaluate: the figures' JSON file)")
+    parser.add_argument("--evaluate", metavar="DIR", help="score the readout in DIR on the corpus instead of fitting one")
+    parser.add_argument("--max-images", type=int, default=0, help="with --evaluate: the corpus's first N images (0: all)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides")
     args = parser.parse_args(argv)
     cfg = load_config(ReadoutConfig, args.config, args.overrides)
     torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
-    from model.backbone import build_backbone
+    from model.backbone import build_backbone, load_readout
     started = time.time()
     backbone = build_backbone(BackboneConfig(pretrained=cfg.backbone, readout=None))
     corpus_file = Path(cfg.corpus_file)
@@ -259,6 +266,17 @@ def main(argv: list[str] | None = None) -> int:
         data = build_corpus(cfg.corpus, backbone.cfg.image_size, corpus_file)
         print(f"[readout] rendered {len(data['images'])} images in {time.time() - started:.0f} s", flush=True)
     render_s = time.time() - started
+    if args.evaluate:
+        n = args.max_images or len(data["images"])
+        readout = load_readout(args.evaluate, backbone.visual.transformer.width)
+        figures = readout_figures(readout, encode(backbone, data["images"][:n]), data["targets"][:n])
+        out = {"readout": args.evaluate, "backbone": cfg.backbone, "corpus_file": str(corpus_file), "images": n,
+               "corpus": to_dict(cfg.corpus), "figures": figures}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+        for name, fig in figures.items():
+            print(f"[readout] {name:16s} " + "  ".join(f"{k} {v:.1f}" for k, v in fig.items()), flush=True)
+        return 0
     tokens = encode(backbone, data["images"])
     encode_s = time.time() - started - render_s
     n_scenes = int(data["scene"].max()) + 1

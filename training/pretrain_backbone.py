@@ -10,6 +10,11 @@
 3. exports ``open_clip_config.json`` + ``open_clip_model.safetensors`` (fp16, heads dropped)
    + ``MODEL_CARD.md`` into ``--out``, loadable with ``open_clip.create_model('local-dir:OUT')``.
 
+With ``readout.enabled`` a semantic readout (``model.readout``) learns the corpus's semantic
+grids beside the heads, from the same tokens, and is kept: ``OUT/readout/`` (what
+``model.backbone.readout`` names). ``init_from`` starts the CLIP from an exported tower of the
+same architecture (continued pretraining on a new corpus).
+
 Seeded and resumable: the training state is saved every ``ckpt_every`` steps to
 ``OUT/train_state.pt`` and a rerun of the same command continues from it (the epoch order is
 a function of seed and epoch, so a resumed run sees the batches an uninterrupted one would).
@@ -26,6 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import open_clip
 import torch
@@ -40,7 +46,11 @@ from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, IGNORE, 
                                   CaptionTokenizer, caption_vocabulary)
 from bench.synth.captions import FRAC_BINS
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
+from bench.synth.semantic_grid import LAYOUT
+from model.backbone import load_open_clip_folder
 from model.pretrain_heads import PretrainHeads
+from model.readout import SemanticReadout
+from training.fit_readout import readout_loss, save_readout
 from training.pretrain_corpus import DENSE_FIELDS, CorpusConfig, build_corpus
 
 MAX_COUNT = 9
@@ -58,6 +68,15 @@ class LossWeights:
     dense: float = 1.0  # each dense map's loss
     count: float = 1.0  # people-per-view counter
     region: float = 1.0  # each person attribute's loss
+    semantic: float = 1.0  # the readout's loss (summed over its blocks)
+
+
+@dataclass
+class ReadoutHeadConfig:
+    enabled: bool = False  # train a semantic readout beside the heads and export it (needs corpus.semantic)
+    depth: int = 2  # its transformer blocks
+    width: int = 128  # their width
+    heads: int = 4
 
 
 @dataclass
@@ -75,6 +94,8 @@ class PretrainConfig:
     ckpt_every: int = 200  # steps between saved training states
     log_every: int = 25  # steps between log.csv rows
     loss: LossWeights = field(default_factory=LossWeights)
+    readout: ReadoutHeadConfig = field(default_factory=ReadoutHeadConfig)
+    init_from: Optional[str] = None  # an exported tower folder of the same architecture to start from
 
 
 def read_model_config(path: str | Path) -> tuple[str, dict]:
@@ -160,6 +181,8 @@ class Batches:
                  "caption_ids": torch.tensor([unique.index(c) for c in captions])}
         for name in DENSE_FIELDS + ("depth",):
             batch[f"dense_{name}"] = d[f"dense_{name}"][idx]
+        if "semantic" in d:
+            batch["semantic"] = d["semantic"][idx].long()
         return batch
 
 
@@ -168,12 +191,16 @@ def _render_size(cfg: PretrainConfig) -> int:
     return load_config(SynthConfig, cfg.corpus.bench_config).render.width
 
 
-def forward(model, heads: PretrainHeads, batch: dict, render_size: int) -> dict:
-    """The CLIP embeddings and every head's output for one batch."""
+def forward(model, heads: PretrainHeads, batch: dict, render_size: int, readout: SemanticReadout | None = None) -> dict:
+    """The CLIP embeddings and every head's output for one batch (``semantic``: the readout's
+    per-block logits, when there is one)."""
     visual = model.visual
     inter = visual.forward_intermediates(batch["images"], indices=[len(visual.transformer.resblocks) - 1],
                                          normalize_intermediates=True, output_fmt="NCHW")
-    out = heads(inter["image_intermediates"][0], batch["boxes"], render_size)
+    grid = inter["image_intermediates"][0]
+    out = heads(grid, batch["boxes"], render_size)
+    if readout is not None:
+        out["semantic"] = readout.logits(grid.flatten(2).transpose(1, 2))
     out["image"] = F.normalize(inter["image_features"], dim=-1)
     out["text"] = model.encode_text(batch["tokens"], normalize=True)
     return out
@@ -214,9 +241,19 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
                          f"caption vocabulary size {tokenizer.vocab_size}")
     torch.manual_seed(cfg.seed)
     model = open_clip.create_model(name, pretrained=None, load_weights=False)
+    if cfg.init_from:
+        model.load_state_dict(load_open_clip_folder(Path(cfg.init_from)).state_dict())
     width = model.visual.transformer.width
     heads = PretrainHeads(width, DENSE_CLASSES, REGION_CLASSES, MAX_COUNT)
-    params = list(model.parameters()) + list(heads.parameters())
+    readout = None
+    if cfg.readout.enabled:
+        if "semantic" not in data:
+            raise ValueError(f"{corpus_file}: no semantic grids; readout.enabled needs corpus.semantic=true")
+        grid_cells = int(data["semantic"].shape[1])
+        readout = SemanticReadout(width, LAYOUT, depth=cfg.readout.depth, heads=cfg.readout.heads,
+                                  grid_cells=grid_cells, width=cfg.readout.width)
+    extra = list(readout.parameters()) if readout is not None else []
+    params = list(model.parameters()) + list(heads.parameters()) + extra
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -231,6 +268,8 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
             raise ValueError(f"{state_file} was written by another config; remove it or use another --out")
         model.load_state_dict(state["model"])
         heads.load_state_dict(state["heads"])
+        if readout is not None:
+            readout.load_state_dict(state["readout"])
         opt.load_state_dict(state["opt"])
         step, spent = state["step"], state["seconds"]
         print(f"resuming from step {step}/{total}", flush=True)
@@ -238,6 +277,8 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
     fields = None
     model.train()
     heads.train()
+    if readout is not None:
+        readout.train()
     bar = tqdm(total=total, initial=step, disable=not progress, desc="pretrain", unit="step")
     window, t_window = {}, time.time()
     end = total if stop_after is None else min(total, stop_after)
@@ -246,12 +287,14 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
         batch = batches.get(epoch, k)
         for group in opt.param_groups:
             group["lr"] = _lr(cfg, step, total)
-        out = forward(model, heads, batch, render_size)
+        out = forward(model, heads, batch, render_size, readout)
         terms = compute_losses(out, batch)
         terms["clip"] = _clip_loss(out["image"], out["text"], batch["caption_ids"], model.logit_scale.exp())
+        if readout is not None:
+            terms["semantic"] = readout_loss(out["semantic"], batch["semantic"])
         w = cfg.loss
-        loss = sum(getattr(w, "clip") * v if n == "clip" else
-                   (w.dense if n.startswith("dense") else w.region if n.startswith("region") else w.count) * v
+        weight = {"clip": w.clip, "count": w.count, "semantic": w.semantic}
+        loss = sum((weight[n] if n in weight else w.dense if n.startswith("dense") else w.region) * v
                    for n, v in terms.items())
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -263,7 +306,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
         bar.update(1)
         for n, v in terms.items():
             window[n] = window.get(n, 0.0) + float(v.detach())
-        window["total"] = window.get("total", 0.0) + float(loss)
+        window["total"] = window.get("total", 0.0) + float(loss.detach())
         if step % cfg.log_every == 0 or step == end:
             n_steps = (step - 1) % cfg.log_every + 1
             elapsed = time.time() - t_window
@@ -282,11 +325,16 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
             window, t_window = {}, time.time()
         if step % cfg.ckpt_every == 0 or step == end:
             _save_atomic({"model": model.state_dict(), "heads": heads.state_dict(), "opt": opt.state_dict(),
-                          "step": step, "seconds": spent, "config": to_dict(cfg)}, state_file)
+                          "step": step, "seconds": spent, "config": to_dict(cfg),
+                          **({"readout": readout.state_dict()} if readout is not None else {})}, state_file)
     bar.close()
     if step < total:
         return {"steps": step, "stopped": True}
     plot_losses(log_file, out_dir / "loss.png")
+    if readout is not None:
+        readout.eval()
+        save_readout(readout, out_dir / "readout", {"trained_with": f"python -m training.pretrain_backbone ({out_dir.name})",
+                                                    "steps": step})
     return export(model, name, model_cfg, tokenizer, cfg, out_dir, step, spent, data, log_file,
                   time.time() - t_start)
 
@@ -350,6 +398,19 @@ def write_model_card(out_dir: Path, figures: dict) -> None:
     scripts/probe_features.py; it is kept when the card is rewritten."""
     cfg, c = figures["config"], figures["config"]["corpus"]
     losses = figures["final_losses"]
+    readout = out_dir / "readout" / "readout.safetensors"
+    readout_files = (f"""- `readout/readout_config.json`, `readout/readout.safetensors`: the semantic readout trained beside
+  the tower (`model/readout.py`; fp16, sha256 `{file_sha256(readout)}`). With `model.backbone.readout`
+  naming that folder, its per-cell probabilities of the semantic grid are appended to each patch token.
+""" if readout.is_file() else "")
+    init = (f"""- Start: the weights of `{cfg['init_from']}` (continued pretraining; that folder's card says how it was
+  made), then this corpus.
+""" if cfg.get("init_from") else "")
+    semantic = (" Beside them, a semantic readout learns each view's semantic grid (`bench/synth/semantic_grid.py`:\n"
+                "  per cell the owning person's attributes, the owning object, the view's person count) from\n"
+                "  the same tokens, with its own loss (weight "
+                f"{cfg['loss'].get('semantic', 1.0)}); it is exported, the other heads are not."
+                if cfg.get("readout", {}).get("enabled") else "")
     card = out_dir / "MODEL_CARD.md"
     kept = ""
     if card.is_file() and "\n## Probes" in card.read_text():
@@ -370,7 +431,7 @@ renderer's images and nothing else. Use real CLIP weights for real images.
   CLIP mean/std) and the caption tokenizer's vocabulary.
 - `open_clip_model.safetensors`: fp16 weights of the whole CLIP (image and text towers; the
   auxiliary heads are dropped). sha256 `{figures['sha256']}`.
-- `log.csv`, `loss.png`: the loss terms during training; `pretrain_figures.json`: the figures below.
+{readout_files}- `log.csv`, `loss.png`: the loss terms during training; `pretrain_figures.json`: the figures below.
 
 Load: `open_clip.create_model('local-dir:checkpoints/backbone/{figures['name']}')`, or through
 `model.backbone.build_backbone` (which checks that every stored tensor arrived).
@@ -378,7 +439,7 @@ Load: `open_clip.create_model('local-dir:checkpoints/backbone/{figures['name']}'
 ## How it was made
     python -m training.pretrain_backbone --config configs/backbone/{figures['name']}.yaml --out checkpoints/backbone/{figures['name']}
 
-- Data: {figures['images']:,} images ({c['n_spatial']:,} spatial scenes, one image per camera; {c['n_temporal']}
+{init}- Data: {figures['images']:,} images ({c['n_spatial']:,} spatial scenes, one image per camera; {c['n_temporal']}
   temporal scenes, {c['frames_per_view']} frames per camera) with {figures['persons']:,} visible people, rendered from the
   scene distribution of `{c['bench_config']}` with corpus seed {c['seed']} on the seed-stream tags 100 / 101
   (benchmark splits use 2 / 4: no benchmark scene is in the corpus). About {c['mark_prob']:.0%} carry
@@ -388,13 +449,14 @@ Load: `open_clip.create_model('local-dir:checkpoints/backbone/{figures['name']}'
   the objects; a sentence per marked person), dense labels on the patch grid (body part, shirt and
   trouser colour, entity and object kind, person centres, log depth), the number of people shown,
   and per person its attributes from a RoIAlign of its box.
-- Loss: CLIP image-text (identical captions are positives) + the auxiliary heads, equal weights.
+- Loss: CLIP image-text (identical captions are positives) + the auxiliary heads, equal weights.{semantic}
 - Training: seed {cfg['seed']}, {figures['epochs']} epochs, {figures['steps']:,} steps of batch {cfg['batch_size']}, AdamW lr {cfg['lr']}
   (warm-up {cfg['warmup_steps']} steps, cosine), weight decay {cfg['weight_decay']}; {figures['train_seconds']:,} s of training at
   {figures['img_per_s']} images/s, {figures['wall_seconds']:,} s for the whole command (rendering included), on 2 CPU cores.
 - Final losses (mean of the last logged steps): clip {losses.get('clip')}, count {losses.get('count')},
   dense part {losses.get('dense_part')}, dense shirt {losses.get('dense_shirt')}, region shirt {losses.get('region_shirt')},
-  region posture {losses.get('region_posture')}, region arms {losses.get('region_arm_l')} / {losses.get('region_arm_r')}.
+  region posture {losses.get('region_posture')}, region arms {losses.get('region_arm_l')} / {losses.get('region_arm_r')}{
+  f", semantic readout {losses['semantic']}" if 'semantic' in losses else ''}.
 """
     tmp = out_dir / ".tmp-MODEL_CARD.md"
     tmp.write_text(text + kept)

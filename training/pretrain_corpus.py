@@ -12,7 +12,10 @@ drawn exactly as the benchmark draws them):
 - dense labels on the tower's g x g patch grid: body part, shirt and trousers colour, entity
   kind, object kind, person centres (visible-mask centroids) and mean log depth per cell;
 - the number of people the view shows (``seen``) and, per seen person, its visible box and
-  attribute classes (``bench.synth.captions.person_facts``).
+  attribute classes (``bench.synth.captions.person_facts``);
+- with ``semantic``: the view's semantic grid (``bench.synth.semantic_grid``: per cell the owning
+  person's attributes, the owning object, the view's count) as class indices per block, the
+  targets of the readout trained beside the tower.
 Nothing links views: every label is about one image.
 """
 from __future__ import annotations
@@ -36,6 +39,7 @@ from bench.synth.observe import observe_view
 from bench.synth.renderer import camera_rays, render
 from bench.synth.scene import sample_scene
 from bench.synth.scene_temporal import sample_temporal_scene
+from bench.synth.semantic_grid import block_targets, view_features
 
 SPATIAL_TAG, TEMPORAL_TAG = 100, 101  # corpus seed-stream tags (the benchmark uses 2 and 4)
 PERSON_FIELDS = ("shirt", "trousers", "hat", "posture", "arm_l", "arm_r", "contact_kind", "contact_colour", "frac")
@@ -54,6 +58,7 @@ class CorpusConfig:
     mark_prob: float = 0.5  # share of images with Set-of-Mark boxes on 1-4 of their people
     image_size: int = 160  # tower input side
     grid: int = 10  # patch grid side (image_size / patch size)
+    semantic: bool = False  # also store each view's semantic grid (the readout's targets)
     workers: int = 0  # processes; 0 = one per CPU core
 
 
@@ -126,8 +131,12 @@ def _image_record(cfg: CorpusConfig, scene, out, obs, t: float, rng: np.random.G
         image = image.resize((cfg.image_size, cfg.image_size), Image.BICUBIC)
     for f in facts:
         f["marked"] = int(marks.get(f["pid"], 0))
-    return {"image": np.asarray(image, dtype=np.uint8), "caption": view_caption(facts, [o.name for o in objects], marks),
-            "dense": dense_labels(out, scene, facts, cfg.grid), "count": len(facts), "persons": facts}
+    record = {"image": np.asarray(image, dtype=np.uint8),
+              "caption": view_caption(facts, [o.name for o in objects], marks),
+              "dense": dense_labels(out, scene, facts, cfg.grid), "count": len(facts), "persons": facts}
+    if cfg.semantic:
+        record["semantic"] = block_targets(view_features(scene, out, obs, t, cfg.grid)).astype(np.int8)
+    return record
 
 
 def _scene_job(args) -> list[dict]:
@@ -202,4 +211,6 @@ def _pack(records: list[dict]) -> dict:
     for k in DENSE_FIELDS:
         data[f"dense_{k}"] = torch.from_numpy(np.stack([r["dense"][k] for r in records]).astype(np.int64))
     data["dense_depth"] = torch.from_numpy(np.stack([r["dense"]["depth"] for r in records]).astype(np.float32))
+    if records and "semantic" in records[0]:
+        data["semantic"] = torch.from_numpy(np.stack([r["semantic"] for r in records]))
     return data
