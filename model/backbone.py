@@ -44,7 +44,9 @@ class FrozenClipBackbone(nn.Module):
         if readout is not None:
             readout.requires_grad_(False)
         self.num_blocks = len(visual.transformer.resblocks)
-        self.patch_dim = (visual.transformer.width + 3 * cfg.pixel_cells ** 2
+        if cfg.readout_only and readout is None:
+            raise ValueError("backbone.readout_only needs backbone.readout")
+        self.patch_dim = (readout.out_dim if cfg.readout_only else visual.transformer.width + 3 * cfg.pixel_cells ** 2
                           + (readout.out_dim if readout is not None else 0))
         self.pooled_dim = visual.transformer.width if cfg.pooled_source == "patch_mean" else visual.output_dim
         self.identity = backbone_identity(visual, cfg, readout)
@@ -97,7 +99,9 @@ class FrozenClipBackbone(nn.Module):
             cells = F.adaptive_avg_pool2d(images.float(), (gh * k, gw * k))  # (N, 3, gh*k, gw*k)
             cells = cells.view(-1, 3, gh, k, gw, k).permute(0, 2, 4, 1, 3, 5).reshape(-1, gh * gw, 3 * k * k)
             tokens = torch.cat([tokens, cells.to(tokens.dtype)], dim=-1)
-        if semantic is not None:
+        if self.cfg.readout_only:
+            tokens = semantic
+        elif semantic is not None:
             tokens = torch.cat([tokens, semantic], dim=-1)
         return {"patch_tokens": tokens, "pooled": pooled}
 
@@ -123,7 +127,8 @@ def backbone_identity(visual: nn.Module, cfg: BackboneConfig, readout: nn.Module
     return (f"{cfg.arch}-{_state_digest(visual)[:16]}-{cfg.image_size}px"
             f"-layer{cfg.patch_layer}{norm}{pool}-pooled_{cfg.pooled_source}"
             + (f"-pix{cfg.pixel_cells}" if cfg.pixel_cells else "")
-            + (f"-readout{_state_digest(readout)[:16]}" if readout is not None else ""))
+            + (f"-readout{_state_digest(readout)[:16]}" if readout is not None else "")
+            + ("-only" if readout is not None and cfg.readout_only else ""))
 
 
 def resolve_pretrained(pretrained: str) -> Path | None:

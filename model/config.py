@@ -58,6 +58,8 @@ class BackboneConfig:
     readout: Optional[str] = None  # folder of a frozen semantic readout (model/readout.py,
     #   readout_config.json + readout.safetensors; relative: to the working directory, then the
     #   repository root) whose per-cell probabilities are appended to the patch tokens
+    readout_only: bool = False  # the patch tokens are the readout's probabilities alone (the
+    #   ceiling's input format, predicted instead of true); needs a readout
     init_seed: int = 0  # seed for random init, so un-pretrained features are reproducible
     mean: tuple[float, float, float] = OPENAI_CLIP_MEAN  # per-channel normalisation of the tower
     std: tuple[float, float, float] = OPENAI_CLIP_STD  # per-channel normalisation of the tower

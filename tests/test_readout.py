@@ -97,6 +97,13 @@ def test_saved_readout_loads_strictly_into_the_backbone(tmp_path):
     torch.testing.assert_close(out[..., :plain.patch_dim], ref)
     half = readout.half().float()  # the file holds fp16 weights
     torch.testing.assert_close(out[..., plain.patch_dim:], half(ref), atol=1e-5, rtol=1e-4)
+    with pytest.warns(UserWarning):
+        only = build_backbone(dataclasses.replace(tiny_backbone_config(), readout=str(tmp_path / "ro"),
+                                                  readout_only=True))
+    assert only.patch_dim == WIDTH and only.identity != with_readout.identity
+    torch.testing.assert_close(only(images)["patch_tokens"], out[..., plain.patch_dim:])
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="readout_only needs"):
+        build_backbone(dataclasses.replace(tiny_backbone_config(), readout_only=True))
     # a readout fitted on another tower width is refused, and so is a file missing a tensor
     with pytest.raises(ValueError, match="fitted on"):
         load_readout(str(tmp_path / "ro"), dim + 1)
@@ -124,3 +131,4 @@ def test_corpus_is_seeded_and_apart_from_every_other_stream(tmp_path):
     counts = a["targets"][..., -1].long()
     assert (counts == counts[:, :1]).all()
     np.testing.assert_array_less(-1, counts.numpy())
+

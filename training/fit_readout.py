@@ -1,7 +1,7 @@
 """Fit the tower's semantic readout (``model.readout``) and ship it beside the tower.
 
     python -m training.fit_readout --config configs/backbone/synthclip-s16-readout.yaml \
-        --out checkpoints/backbone/synthclip-s16/readout [key=value ...]
+        --out runs/readout-s16 [key=value ...]
 
 1. renders a corpus of single views (``training.pretrain_corpus`` scenes: the benchmark's scene
    distribution on a seed stream no benchmark split uses, about half with Set-of-Mark boxes),
@@ -235,7 +235,7 @@ def save_readout(model: SemanticReadout, out_dir: str | Path, meta: dict) -> Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     weights = out_dir / "readout.safetensors"
     tmp = weights.with_name(weights.name + f".tmp-{os.getpid()}")
-    save_file({k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}, str(tmp))
+    save_file({k: v.detach().to("cpu", torch.float16).contiguous() for k, v in model.state_dict().items()}, str(tmp))
     os.replace(tmp, weights)
     arch = {"dim": model.dim, "layout": model.layout, "depth": len(model.blocks), "width": model.pos.shape[-1],
             "heads": model.blocks[0].attn.num_heads if len(model.blocks) else 1, "grid_cells": model.pos.shape[1]}

@@ -91,6 +91,7 @@ class PretrainConfig:
     weight_decay: float = 0.05
     warmup_steps: int = 200
     threads: int = 0  # torch intra-op threads; 0 = one per CPU core
+    device: str = "cpu"  # where the model trains ("cuda" on a GPU machine; the corpus stays in CPU memory)
     ckpt_every: int = 200  # steps between saved training states
     log_every: int = 25  # steps between log.csv rows
     loss: LossWeights = field(default_factory=LossWeights)
@@ -129,7 +130,7 @@ def compute_losses(out: dict, batch: dict) -> dict[str, torch.Tensor]:
         if name == "centre":
             target = (batch["dense_centre"] > 0).float()
             terms["dense_centre"] = F.binary_cross_entropy_with_logits(out["dense_centre"], target,
-                                                                       pos_weight=torch.tensor(4.0))
+                                                                       pos_weight=target.new_tensor(4.0))
         else:
             logits = out[f"dense_{name}"]
             terms[f"dense_{name}"] = F.cross_entropy(logits.flatten(0, 2), batch[f"dense_{name}"].flatten())
@@ -252,6 +253,11 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
         grid_cells = int(data["semantic"].shape[1])
         readout = SemanticReadout(width, LAYOUT, depth=cfg.readout.depth, heads=cfg.readout.heads,
                                   grid_cells=grid_cells, width=cfg.readout.width)
+    device = torch.device(cfg.device)
+    model.to(device)
+    heads.to(device)
+    if readout is not None:
+        readout.to(device)
     extra = list(readout.parameters()) if readout is not None else []
     params = list(model.parameters()) + list(heads.parameters()) + extra
     decay = [p for p in params if p.ndim >= 2]
@@ -263,7 +269,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
     state_file, log_file = out_dir / "train_state.pt", out_dir / "log.csv"
     step, spent = 0, 0.0
     if state_file.is_file():
-        state = torch.load(state_file, weights_only=True)
+        state = torch.load(state_file, weights_only=True, map_location="cpu")
         if state["config"] != to_dict(cfg):
             raise ValueError(f"{state_file} was written by another config; remove it or use another --out")
         model.load_state_dict(state["model"])
@@ -284,7 +290,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
     end = total if stop_after is None else min(total, stop_after)
     while step < end:
         epoch, k = divmod(step, len(batches))
-        batch = batches.get(epoch, k)
+        batch = {n: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for n, v in batches.get(epoch, k).items()}
         for group in opt.param_groups:
             group["lr"] = _lr(cfg, step, total)
         out = forward(model, heads, batch, render_size, readout)
@@ -365,7 +371,7 @@ def plot_losses(log_file: Path, out_png: Path) -> None:
 def export(model, name: str, model_cfg: dict, tokenizer: CaptionTokenizer, cfg: PretrainConfig, out_dir: Path,
            steps: int, train_seconds: float, data: dict, log_file: Path, wall: float) -> dict:
     """Write the open_clip folder (config, fp16 weights) and the model card's figures."""
-    weights = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
+    weights = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in model.state_dict().items()}
     tmp = out_dir / ".tmp-open_clip_model.safetensors"
     save_file(weights, str(tmp))
     os.replace(tmp, out_dir / "open_clip_model.safetensors")
