@@ -14,14 +14,8 @@ What: a ground-truth "encoder" writes feature-cache entries (inputs/features.py,
 its own identity string and each image's content hash, in its own subfolder of
 ``data.cache_dir``: real backbones' entries are never read or written). Per image, a grid of
 the default backbone's size (10 x 10) over the frame; each cell is a perfect semantic map
-at that resolution, one-hot:
-- the seen person owning most of the cell's pixels (``bench.synth.captions.person_facts``):
-  shirt, trousers, hat, posture, left / right arm state, touched object kind and colour,
-  visible-fraction bin; attributes the view does not show stay all-zero. Every seen person
-  owns at least one cell;
-- the visible object owning most of the cell's pixels among the objects: kind and colour;
-- the view's count of seen people, broadcast to every cell.
-The pooled vector is the mean over the cells. Identity is deliberately absent: matching
+at that resolution, one-hot (``bench.synth.semantic_grid``: the owning person's attributes, the
+owning object, the view's count of seen people). The pooled vector is the mean over the cells. Identity is deliberately absent: matching
 people across views is left to the model, as with a real tower.
 
 The truth comes from rebuilding each scene with the generator config stored in the split's

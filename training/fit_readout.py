@@ -39,7 +39,6 @@ from tqdm.auto import tqdm
 from bench.config import load_config, to_dict
 from bench.provenance import file_sha256
 from bench.synth.config import SynthConfig
-from bench.synth.marks import draw_marks
 from bench.synth.observe import observe_view
 from bench.synth.renderer import camera_rays, render
 from bench.synth.captions import person_facts
@@ -48,6 +47,7 @@ from bench.synth.scene_temporal import sample_temporal_scene
 from bench.synth.semantic_grid import GRID, LAYOUT, block_targets, view_features
 from model.config import BackboneConfig
 from model.readout import SemanticReadout
+from training.pretrain_corpus import draw_random_marks, save_corpus
 
 READOUT_TAGS = (102, 103)  # corpus seed-stream tags (spatial, temporal); the tower's corpus uses 100 / 101
 
@@ -85,13 +85,7 @@ class ReadoutConfig:
 def _record(cfg: ReadoutCorpusConfig, scene, out, obs: dict, t: float, rng: np.random.Generator,
             image_size: int) -> tuple[np.ndarray, np.ndarray]:
     cells = view_features(scene, out, obs, t, GRID)
-    image = Image.fromarray(out.rgb)
-    facts = person_facts(scene, obs, t)
-    if facts and rng.random() < cfg.mark_prob:
-        chosen = rng.choice(len(facts), size=int(rng.integers(1, min(4, len(facts)) + 1)), replace=False)
-        labels = rng.choice(np.arange(1, 10), size=len(chosen), replace=False)
-        image = draw_marks(image, [{"entity": facts[i]["pid"], "label": str(lab), "box": facts[i]["box"]}
-                                   for i, lab in zip(chosen, labels)])
+    image, _ = draw_random_marks(Image.fromarray(out.rgb), person_facts(scene, obs, t), rng, cfg.mark_prob)
     if image.size != (image_size, image_size):
         image = image.resize((image_size, image_size), Image.BICUBIC)  # as the feature cache resizes
     return np.asarray(image, dtype=np.uint8), block_targets(cells).astype(np.int8)
@@ -134,11 +128,7 @@ def build_corpus(cfg: ReadoutCorpusConfig, image_size: int, out_file: str | Path
                 scene.append(j)
     data = {"images": torch.from_numpy(np.stack(images)), "targets": torch.from_numpy(np.stack(targets)),
             "scene": torch.tensor(scene, dtype=torch.long)}
-    out_file = Path(out_file)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_file.with_name(out_file.name + f".tmp-{os.getpid()}")
-    torch.save(data, tmp)
-    os.replace(tmp, out_file)
+    save_corpus(data, out_file)
     return data
 
 

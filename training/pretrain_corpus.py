@@ -115,18 +115,34 @@ def dense_labels(out, scene, facts: list[dict], grid: int) -> dict[str, np.ndarr
     return labels
 
 
+def draw_random_marks(image: Image.Image, facts: list[dict], rng: np.random.Generator,
+                      mark_prob: float) -> tuple[Image.Image, dict]:
+    """With probability ``mark_prob``, Set-of-Mark boxes on 1-4 of the seen people, drawn as the
+    benchmark draws them; returns the image and {pid: label} of the marked people."""
+    if not facts or rng.random() >= mark_prob:
+        return image, {}
+    chosen = rng.choice(len(facts), size=int(rng.integers(1, min(4, len(facts)) + 1)), replace=False)
+    labels = rng.choice(np.arange(1, 10), size=len(chosen), replace=False)
+    marks = {facts[i]["pid"]: str(lab) for i, lab in zip(chosen, labels)}
+    image = draw_marks(image, [{"entity": facts[i]["pid"], "label": marks[facts[i]["pid"]],
+                                "box": facts[i]["box"]} for i in chosen])
+    return image, marks
+
+
+def save_corpus(data: dict, out_file: str | Path) -> None:
+    """torch.save to a temporary name, then rename: an interrupted build leaves nothing behind."""
+    out_file = Path(out_file)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_file.with_name(out_file.name + f".tmp-{os.getpid()}")
+    torch.save(data, tmp)
+    os.replace(tmp, out_file)
+
+
 def _image_record(cfg: CorpusConfig, scene, out, obs, t: float, rng: np.random.Generator) -> dict:
     facts = person_facts(scene, obs, t)
     objects = sorted((o for o in scene.objects if obs["objects"][o.oid]["visible"]),
                      key=lambda o: sum(obs["objects"][o.oid]["box"][0::2]))
-    image = Image.fromarray(out.rgb)
-    marks = {}
-    if facts and rng.random() < cfg.mark_prob:
-        chosen = rng.choice(len(facts), size=int(rng.integers(1, min(4, len(facts)) + 1)), replace=False)
-        labels = rng.choice(np.arange(1, 10), size=len(chosen), replace=False)
-        marks = {facts[i]["pid"]: str(lab) for i, lab in zip(chosen, labels)}
-        image = draw_marks(image, [{"entity": facts[i]["pid"], "label": marks[facts[i]["pid"]],
-                                    "box": facts[i]["box"]} for i in chosen])
+    image, marks = draw_random_marks(Image.fromarray(out.rgb), facts, rng, cfg.mark_prob)
     if image.size != (cfg.image_size, cfg.image_size):
         image = image.resize((cfg.image_size, cfg.image_size), Image.BICUBIC)
     for f in facts:
@@ -187,11 +203,7 @@ def build_corpus(cfg: CorpusConfig, out_file: str | Path, progress: bool = True)
                          desc="corpus scenes", unit="scene"):
             records.extend(recs)
     data = _pack(records)
-    out_file = Path(out_file)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_file.with_name(out_file.name + f".tmp-{os.getpid()}")
-    torch.save(data, tmp)
-    os.replace(tmp, out_file)
+    save_corpus(data, out_file)
     return data
 
 
