@@ -131,17 +131,20 @@ def backbone_identity(visual: nn.Module, cfg: BackboneConfig, readout: nn.Module
             + ("-only" if readout is not None and cfg.readout_only else ""))
 
 
-def resolve_pretrained(pretrained: str) -> Path | None:
-    """The local open_clip folder (``open_clip_config.json`` + weights) ``pretrained`` names, else None.
-
-    A relative path is tried against the working directory, then against the repository root,
-    so the shipped tower (``checkpoints/backbone/<name>``) is found from any directory.
-    """
+def find_folder(path: str, marker: str) -> Path | None:
+    """The folder ``path`` names if it holds ``marker``, else None. A relative path is tried
+    against the working directory, then against the repository root, so shipped folders
+    (``checkpoints/backbone/<name>``) are found from any directory."""
     for base in (Path.cwd(), REPO_ROOT):
-        folder = (base / pretrained) if not Path(pretrained).is_absolute() else Path(pretrained)
-        if (folder / "open_clip_config.json").is_file():
+        folder = (base / path) if not Path(path).is_absolute() else Path(path)
+        if (folder / marker).is_file():
             return folder.resolve()
     return None
+
+
+def resolve_pretrained(pretrained: str) -> Path | None:
+    """The local open_clip folder (``open_clip_config.json`` + weights) ``pretrained`` names, else None."""
+    return find_folder(pretrained, "open_clip_config.json")
 
 
 def load_open_clip_folder(folder: Path) -> CLIP:
@@ -208,8 +211,7 @@ def load_readout(path: str, dim: int) -> SemanticReadout:
     """The frozen semantic readout in folder ``path`` (``readout_config.json`` + ``readout.safetensors``,
     as ``training.fit_readout`` writes them), strictly loaded: a readout with missing, extra or
     misshapen tensors, or one fitted on a tower of another width, is refused."""
-    folder = next((base / path for base in (Path.cwd(), REPO_ROOT)
-                   if (base / path / "readout_config.json").is_file()), None)
+    folder = find_folder(path, "readout_config.json")
     if folder is None:
         raise FileNotFoundError(f"backbone.readout {path!r}: no readout_config.json there "
                                 f"(relative paths are tried against {Path.cwd()} and {REPO_ROOT})")

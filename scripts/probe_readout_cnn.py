@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synth.semantic_grid import LAYOUT  # noqa: E402
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD  # noqa: E402
-from training.fit_readout import readout_loss  # noqa: E402
+from training.fit_readout import block_predictions, normalise_images, readout_loss, shown_cells  # noqa: E402
 
 BLOCKS = ("person", "shirt", "posture", "arm_l", "arm_r", "contact_kind", "frac", "object_kind", "count")
 
@@ -61,14 +61,12 @@ def block_accuracy(logits: list[torch.Tensor], targets: torch.Tensor) -> dict:
     out = {}
     names = [n for n, _ in LAYOUT]
     whole = targets[..., names.index("frac")] == dict(LAYOUT)["frac"] - 1  # the top visibility bin
+    preds = block_predictions(logits)
     for b, (name, width) in enumerate(LAYOUT):
         if name not in BLOCKS:
             continue
-        t = targets[..., b]
-        pred = (logits[b].squeeze(-1) > 0).long() if width == 1 else logits[b].argmax(-1)
-        shown = t > 0 if width == 1 else t < width
-        if name == "person":
-            shown = torch.ones_like(t, dtype=torch.bool)
+        t, pred = targets[..., b], preds[..., b]
+        shown = torch.ones_like(t, dtype=torch.bool) if name == "person" else shown_cells(t, width)
         out[name] = _acc(pred, t, shown)
         if name in ("shirt", "posture", "arm_l", "arm_r", "contact_kind"):
             out[f"{name}_visible"] = _acc(pred, t, shown & whole)
@@ -117,9 +115,7 @@ def _acc(pred: torch.Tensor, target: torch.Tensor, cells: torch.Tensor) -> dict:
 
 
 def _normalise(images: torch.Tensor) -> torch.Tensor:
-    mean = torch.tensor(OPENAI_CLIP_MEAN).view(1, 3, 1, 1)
-    std = torch.tensor(OPENAI_CLIP_STD).view(1, 3, 1, 1)
-    return (images.permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+    return normalise_images(images, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD)
 
 
 @torch.no_grad()

@@ -132,15 +132,19 @@ def build_corpus(cfg: ReadoutCorpusConfig, image_size: int, out_file: str | Path
     return data
 
 
+def normalise_images(images: torch.Tensor, mean, std) -> torch.Tensor:
+    """uint8 (N, S, S, 3) -> float (N, 3, S, S) in [0, 1], then normalised as the feature cache does."""
+    x = images.permute(0, 3, 1, 2).float() / 255.0
+    return (x - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+
+
 @torch.no_grad()
 def encode(backbone, images: torch.Tensor, batch_size: int = 128, progress: bool = True) -> torch.Tensor:
-    """(N, P, C) float16 patch tokens of uint8 (N, S, S, 3) images, normalised as the cache does."""
-    mean = torch.tensor(backbone.cfg.mean).view(1, 3, 1, 1)
-    std = torch.tensor(backbone.cfg.std).view(1, 3, 1, 1)
+    """(N, P, C) float16 patch tokens of uint8 (N, S, S, 3) images."""
     out = []
     for start in tqdm(range(0, len(images), batch_size), disable=not progress, desc="encoding corpus", unit="batch"):
-        x = images[start:start + batch_size].permute(0, 3, 1, 2).float() / 255.0
-        out.append(backbone((x - mean) / std)["patch_tokens"].to(torch.float16))
+        x = normalise_images(images[start:start + batch_size], backbone.cfg.mean, backbone.cfg.std)
+        out.append(backbone(x)["patch_tokens"].to(torch.float16))
     return torch.cat(out)
 
 
@@ -161,6 +165,16 @@ def readout_loss(logits: list[torch.Tensor], targets: torch.Tensor) -> torch.Ten
     return total
 
 
+def block_predictions(logits: list[torch.Tensor]) -> torch.Tensor:
+    """(B, P, blocks) predicted class per cell and block (a flag: logit > 0)."""
+    return torch.stack([(lg.squeeze(-1) > 0).long() if lg.shape[-1] == 1 else lg.argmax(-1) for lg in logits], -1)
+
+
+def shown_cells(target: torch.Tensor, width: int) -> torch.Tensor:
+    """Cells where a block is shown: a flag set, or a class block not "not shown"."""
+    return target > 0 if width == 1 else target < width
+
+
 @torch.no_grad()
 def readout_figures(model: SemanticReadout, tokens: torch.Tensor, targets: torch.Tensor,
                     batch_size: int = 512) -> dict[str, dict[str, float]]:
@@ -171,14 +185,13 @@ def readout_figures(model: SemanticReadout, tokens: torch.Tensor, targets: torch
     preds, count_probs = [], []
     for start in range(0, len(tokens), batch_size):
         logits = model.logits(tokens[start:start + batch_size].float())
-        preds.append(torch.stack([(lg.squeeze(-1) > 0).long() if lg.shape[-1] == 1 else lg.argmax(-1)
-                                  for lg in logits], -1))
+        preds.append(block_predictions(logits))
         count_probs.append(logits[-1].softmax(-1).mean(1))
     pred, targets = torch.cat(preds), targets.long()
     out = {}
     for b, (name, width) in enumerate(model.layout):
         hit = pred[..., b] == targets[..., b]
-        shown = targets[..., b] > 0 if width == 1 else targets[..., b] < width
+        shown = shown_cells(targets[..., b], width)
         out[name] = {"acc": 100 * hit.float().mean().item(),
                      "acc_shown": 100 * hit[shown].float().mean().item() if shown.any() else float("nan"),
                      "n_shown": int(shown.sum())}
