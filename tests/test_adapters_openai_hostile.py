@@ -118,7 +118,7 @@ def test_retry_after_as_an_http_date_is_honoured(endpoint, bench, tmp_path, monk
         return status, {**headers, "Retry-After": when}, data
     server = endpoint(script=[busy])
     waits: list[float] = []
-    monkeypatch.setattr(oc.time, "sleep", waits.append)
+    monkeypatch.setattr(oc, "pause", waits.append)
     evaluate(bench, "openai", tmp_path / "o", settings="+0", limit=1, **FAST,
              model_args={"base_url": server.url, "model": "m", "api_key_env": "TEST_ENDPOINT_KEY", "backoff": 0.01})
     assert len(waits) == 1 and 20 <= waits[0] <= 31, waits  # the date, not the 0.01 s backoff

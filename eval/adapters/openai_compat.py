@@ -51,6 +51,14 @@ REFUSAL_REASON = re.compile(
     r"(?i)context[ _-]?length|maximum context|too (?:long|large|many)|token limit|content[ _-]?(?:policy|filter|"
     r"management)|safety|moderation|invalid[ _-]?image|image[ _-]?(?:parse|format|size|too)|unsupported image|"
     r"payload too large")
+
+
+def pause(seconds: float) -> None:
+    """Wait between retries; named so a test can record the waits without patching time.sleep,
+    which other threads (the thread pool, a test's fake server) share."""
+    time.sleep(seconds)
+
+
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp"}
 
 
@@ -184,7 +192,7 @@ class OpenAICompatible(ModelAdapter):
                         status, "check base_url, model and the request fields")
                     raise EndpointError(f"{text} (run-wide: {hint}; answers so far are kept)")
             if attempt < self.args.retries:
-                time.sleep(wait)
+                pause(wait)
         raise EndpointError(f"gave up after {self.args.retries + 1} attempts: {last}; rerun the same command to "
                             "continue (answers so far are kept)")
 
