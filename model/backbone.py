@@ -27,10 +27,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 class FrozenClipBackbone(nn.Module):
-    """Wraps a locked open_clip VisionTransformer.
+    """Wraps a locked open_clip image tower: a native VisionTransformer or a timm trunk (a CNN).
 
     Args:
-        visual: an open_clip VisionTransformer (already locked: no parameter requires grad).
+        visual: an open_clip image tower (already locked: no parameter requires grad); the
+            patch grid is the level ``cfg.patch_layer`` of ``tower_levels(visual)``.
         cfg: the BackboneConfig it was built from (layer choice, pooling, identity).
         readout: an optional frozen ``SemanticReadout`` over the tower's tokens; its per-cell
             probabilities are appended to each patch token.
@@ -43,12 +44,14 @@ class FrozenClipBackbone(nn.Module):
         self.readout = readout
         if readout is not None:
             readout.requires_grad_(False)
-        self.num_blocks = len(visual.transformer.resblocks)
+        levels = tower_levels(visual)
+        self.num_blocks = len(levels)
+        self.token_dim, self.stride = levels[cfg.patch_layer % self.num_blocks]
         if cfg.readout_only and readout is None:
             raise ValueError("backbone.readout_only needs backbone.readout")
-        self.patch_dim = (readout.out_dim if cfg.readout_only else visual.transformer.width + 3 * cfg.pixel_cells ** 2
+        self.patch_dim = (readout.out_dim if cfg.readout_only else self.token_dim + 3 * cfg.pixel_cells ** 2
                           + (readout.out_dim if readout is not None else 0))
-        self.pooled_dim = visual.transformer.width if cfg.pooled_source == "patch_mean" else visual.output_dim
+        self.pooled_dim = self.token_dim if cfg.pooled_source == "patch_mean" else pooled_width(visual)
         self.identity = backbone_identity(visual, cfg, readout)
         self.eval()
 
@@ -60,7 +63,7 @@ class FrozenClipBackbone(nn.Module):
     @property
     def grid_size(self) -> tuple:
         """(gh, gw) of the returned patch grid."""
-        side = self.cfg.image_size // self.visual.patch_size[0]
+        side = self.cfg.image_size // self.stride
         if self.cfg.pool_grid:
             side = min(side, self.cfg.pool_grid)
         return side, side
@@ -104,6 +107,27 @@ class FrozenClipBackbone(nn.Module):
         elif semantic is not None:
             tokens = torch.cat([tokens, semantic], dim=-1)
         return {"patch_tokens": tokens, "pooled": pooled}
+
+
+def tower_levels(visual: nn.Module) -> list[tuple[int, int]]:
+    """(channels, stride in pixels) of each level ``forward_intermediates`` can return: a native
+    open_clip ViT's blocks, or the feature levels of a timm trunk (``vision_cfg.timm_model_name``;
+    a CNN: one level per stage, stride 2 .. 32)."""
+    trunk = getattr(visual, "trunk", None)
+    if trunk is not None:
+        info = trunk.feature_info
+        if hasattr(info, "channels"):  # timm's FeatureInfo object
+            return list(zip(info.channels(), info.reduction()))
+        return [(int(f["num_chs"]), int(f["reduction"])) for f in info]
+    return [(visual.transformer.width, visual.patch_size[0])] * len(visual.transformer.resblocks)
+
+
+def pooled_width(visual: nn.Module) -> int:
+    """Width of the tower's pooled (projected) image embedding."""
+    if hasattr(visual, "output_dim"):
+        return int(visual.output_dim)
+    linears = [m for m in visual.head.modules() if isinstance(m, nn.Linear)]  # a timm tower's projection
+    return int(linears[-1].out_features) if linears else tower_levels(visual)[-1][0]
 
 
 def preprocess_constants(cfg: BackboneConfig) -> Dict[str, object]:
@@ -203,7 +227,8 @@ def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
                 load_weights=cfg.pretrained is not None,
             )
     clip.lock_image_tower()
-    readout = load_readout(cfg.readout, clip.visual.transformer.width) if cfg.readout else None
+    levels = tower_levels(clip.visual)
+    readout = load_readout(cfg.readout, levels[cfg.patch_layer % len(levels)][0]) if cfg.readout else None
     return FrozenClipBackbone(clip.visual, cfg, readout)
 
 

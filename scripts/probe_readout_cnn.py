@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         from model.backbone import build_backbone, load_readout
         from model.config import BackboneConfig
         tower = build_backbone(BackboneConfig(pretrained=args.backbone, readout=None))
-        readout = load_readout(args.readout, tower.visual.transformer.width)
+        readout = load_readout(args.readout, tower.token_dim)
         ro_logits = _predict(lambda x: readout.logits(tower(_normalise(x))["patch_tokens"]), x_va)
         result["readout"] = block_accuracy(ro_logits, y_va)
         result["readout_per_person"] = person_accuracy(ro_logits, y_va)

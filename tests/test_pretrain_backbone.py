@@ -57,9 +57,11 @@ def _stream_keys(seed: int, tag: int, n: int) -> set:
     return {tuple(np.random.default_rng([seed, tag, i]).integers(0, 2 ** 62, 4)) for i in range(n)}
 
 
-def test_shipped_corpus_never_draws_a_benchmark_scene():
+@pytest.mark.parametrize("config", sorted(p.name for p in (ROOT / "configs/backbone").glob("*.yaml")
+                                           if not p.name.endswith("-readout.yaml")))  # fit_readout's own tags
+def test_shipped_corpus_never_draws_a_benchmark_scene(config):
     """Scenes are functions of their random streams: disjoint streams, disjoint scenes."""
-    pre = load_config(PretrainConfig, ROOT / "configs/backbone/synthclip-s16.yaml")
+    pre = load_config(PretrainConfig, ROOT / "configs/backbone" / config)
     bench = load_config(SynthConfig, ROOT / pre.corpus.bench_config)
     corpus = _stream_keys(pre.corpus.seed, SPATIAL_TAG, pre.corpus.n_spatial) | \
         _stream_keys(pre.corpus.seed, TEMPORAL_TAG, pre.corpus.n_temporal)
@@ -138,3 +140,31 @@ def test_pretraining_with_a_readout_continues_a_tower_and_exports_both(tmp_path)
     plain = _tiny_config(tmp_path, readout=ReadoutHeadConfig(enabled=True))
     with pytest.raises(ValueError, match="semantic"):
         pretrain(plain, tmp_path / "refused", progress=False)
+
+
+@pytest.mark.slow
+def test_a_timm_cnn_tower_pretrains_exports_and_serves_its_stride_16_stage(tmp_path):
+    """A convolutional tower (open_clip's timm path, ``vision_cfg.timm_model_name``): the heads
+    read the stage ``grid_level`` names, the export loads strictly through open_clip, and the
+    backbone serves that stage's grid (``patch_layer``) with its own width."""
+    model_json = tmp_path / "tiny_synthcnn.json"
+    model_json.write_text(json.dumps({**TINY_MODEL, "vision_cfg": {
+        "timm_model_name": "test_resnet", "timm_model_pretrained": False, "timm_pool": "avg",
+        "timm_proj": "linear", "image_size": 64}}))
+    cfg = _tiny_config(tmp_path, model_config=str(model_json), grid_level=3, epochs=1)
+    cfg.corpus.image_size = 64  # test_resnet's stage 3 has stride 16: a 4 x 4 grid
+    whole = pretrain(cfg, tmp_path / "cnn", progress=False)
+    assert whole["steps"] >= 1
+    assert "convolutional image tower (timm `test_resnet`" in (tmp_path / "cnn/MODEL_CARD.md").read_text()
+    backbone = build_backbone(BackboneConfig(arch="tiny-synthcnn", pretrained=str(tmp_path / "cnn"), image_size=64,
+                                             patch_layer=3, pooled_source="clip"))
+    assert backbone.grid_size == (4, 4) and backbone.patch_dim == 192
+    out = backbone(torch.randn(2, 3, 64, 64))
+    assert out["patch_tokens"].shape == (2, 16, 192) and out["pooled"].shape == (2, 16)
+    early = build_backbone(BackboneConfig(arch="tiny-synthcnn", pretrained=str(tmp_path / "cnn"), image_size=64,
+                                          patch_layer=3, pooled_source="patch_mean"))
+    assert torch.allclose(early(torch.ones(1, 3, 64, 64))["patch_tokens"], backbone(torch.ones(1, 3, 64, 64))["patch_tokens"])
+    # a level whose stride does not give the corpus's label grid is refused before training
+    with pytest.raises(ValueError, match="grid_level"):
+        pretrain(_tiny_config(tmp_path, model_config=str(model_json), grid_level=2, corpus_file=cfg.corpus_file),
+                 tmp_path / "bad", progress=False)

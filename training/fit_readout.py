@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     render_s = time.time() - started
     if args.evaluate:
         n = args.max_images or len(data["images"])
-        readout = load_readout(args.evaluate, backbone.visual.transformer.width)
+        readout = load_readout(args.evaluate, backbone.token_dim)
         figures = readout_figures(readout, encode(backbone, data["images"][:n]), data["targets"][:n])
         out = {"readout": args.evaluate, "backbone": cfg.backbone, "corpus_file": str(corpus_file), "images": n,
                "corpus": to_dict(cfg.corpus), "figures": figures}

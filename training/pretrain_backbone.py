@@ -45,7 +45,7 @@ from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, IGNORE, 
 from bench.synth.captions import FRAC_BINS
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from bench.synth.semantic_grid import LAYOUT
-from model.backbone import load_open_clip_folder
+from model.backbone import load_open_clip_folder, tower_levels
 from model.pretrain_heads import PretrainHeads
 from model.readout import SemanticReadout
 from training.fit_readout import readout_loss, save_readout
@@ -96,6 +96,8 @@ class PretrainConfig:
     loss: LossWeights = field(default_factory=LossWeights)
     readout: ReadoutHeadConfig = field(default_factory=ReadoutHeadConfig)
     init_from: Optional[str] = None  # an exported tower folder of the same architecture to start from
+    grid_level: int = -1  # the tower level the heads read (model/backbone.tower_levels: a ViT's block, a
+    #   timm CNN's stage); its stride must give corpus.grid cells; backbone.patch_layer reads the same
 
 
 def read_model_config(path: str | Path) -> tuple[str, dict]:
@@ -191,11 +193,12 @@ def _render_size(cfg: PretrainConfig) -> int:
     return load_config(SynthConfig, cfg.corpus.bench_config).render.width
 
 
-def forward(model, heads: PretrainHeads, batch: dict, render_size: int, readout: SemanticReadout | None = None) -> dict:
-    """The CLIP embeddings and every head's output for one batch (``semantic``: the readout's
-    per-block logits, when there is one)."""
+def forward(model, heads: PretrainHeads, batch: dict, render_size: int, readout: SemanticReadout | None = None,
+            level: int = -1) -> dict:
+    """The CLIP embeddings and every head's output for one batch, the heads on the tower's level
+    ``level`` (``semantic``: the readout's per-block logits, when there is one)."""
     visual = model.visual
-    inter = visual.forward_intermediates(batch["images"], indices=[len(visual.transformer.resblocks) - 1],
+    inter = visual.forward_intermediates(batch["images"], indices=[level % len(tower_levels(visual))],
                                          normalize_intermediates=True, output_fmt="NCHW")
     grid = inter["image_intermediates"][0]
     out = heads(grid, batch["boxes"], render_size)
@@ -243,7 +246,12 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
     model = open_clip.create_model(name, pretrained=None, load_weights=False)
     if cfg.init_from:
         model.load_state_dict(load_open_clip_folder(Path(cfg.init_from)).state_dict())
-    width = model.visual.transformer.width
+    levels = tower_levels(model.visual)
+    width, stride = levels[cfg.grid_level % len(levels)]
+    side, grid = int(data["images"].shape[1]), int(data["dense_part"].shape[1])
+    if side // stride != grid:
+        raise ValueError(f"grid_level {cfg.grid_level}: stride {stride} gives a {side // stride}-cell grid at {side} px, "
+                         f"the corpus {corpus_file} labels a {grid}-cell grid (levels (channels, stride): {levels})")
     heads = PretrainHeads(width, DENSE_CLASSES, REGION_CLASSES, MAX_COUNT)
     readout = None
     if cfg.readout.enabled:
@@ -292,7 +300,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
         batch = {n: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for n, v in batches.get(epoch, k).items()}
         for group in opt.param_groups:
             group["lr"] = _lr(cfg, step, total)
-        out = forward(model, heads, batch, render_size, readout)
+        out = forward(model, heads, batch, render_size, readout, cfg.grid_level)
         terms = compute_losses(out, batch)
         terms["clip"] = _clip_loss(out["image"], out["text"], batch["caption_ids"], model.logit_scale.exp())
         if readout is not None:

@@ -65,6 +65,11 @@ def export(model, name: str, model_cfg: dict, tokenizer: CaptionTokenizer, cfg, 
                "final_losses": {k: v for k, v in last.items() if k not in ("step", "epoch", "lr", "img_per_s")},
                "sha256": file_sha256(out_dir / "open_clip_model.safetensors"),
                "config": to_dict(cfg)}
+    timm_name = model_cfg["vision_cfg"].get("timm_model_name")
+    if timm_name:
+        figures["image_tower"] = (f"a convolutional image tower (timm `{timm_name}`, trained from scratch; the "
+                                  f"heads and the cross-view model read its level {cfg.grid_level}, "
+                                  f"`model.backbone.patch_layer={cfg.grid_level}`)")
     (out_dir / "pretrain_figures.json").write_text(json.dumps(figures, indent=1) + "\n")
     write_model_card(out_dir, figures)
     return figures
@@ -96,7 +101,7 @@ def write_model_card(out_dir: Path, figures: dict) -> None:
     text = f"""# {figures['name']}: an in-domain CLIP tower for the synthetic cross-view benchmark
 
 An open_clip CLIP ({figures['params'] / 1e6:.2f} M parameters) pretrained on this repository's own
-renders: a ViT image tower and a small text tower over a closed caption vocabulary. It is the
+renders: {figures.get('image_tower', 'a ViT image tower')} and a small text tower over a closed caption vocabulary. It is the
 default frozen backbone of the cross-view model (`model.backbone.pretrained`).
 
 **What it is not:** a model of real photographs. It has seen only views rendered by `bench.synth`
