@@ -227,6 +227,7 @@ def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
                 load_weights=cfg.pretrained is not None,
             )
     clip.lock_image_tower()
+    clip.visual.requires_grad_(False)  # a timm tower's lock leaves its projection head trainable
     levels = tower_levels(clip.visual)
     readout = load_readout(cfg.readout, levels[cfg.patch_layer % len(levels)][0]) if cfg.readout else None
     return FrozenClipBackbone(clip.visual, cfg, readout)

@@ -25,27 +25,30 @@ CLIP_LABEL_TOKEN_IDS = [[272 + i] for i in range(9)] + [[272, 271 + i] for i in 
 class BackboneConfig:
     """Frozen open_clip image tower; applied by the feature cache, not by CrossViewModel.
 
-    Default: the in-domain CLIP tower shipped in checkpoints/backbone/synthclip-s16 (a ViT of
-    6 blocks x 192, 16-px patches at 160 px: a 10x10 grid, one cell = 22 px of a 224-px
-    render; its MODEL_CARD.md, configs/backbone/synthclip-s16.yaml). The un-pretrained
-    ViT-S-32 at 320 px it replaced is configs/ablations/random_backbone.yaml; why that size,
-    and the probes of both towers: docs/experiments.md.
+    Default: the in-domain CLIP tower shipped in checkpoints/backbone/synthclip-cnn16, a
+    convolutional image tower (timm's cs3darknet_focus_s through open_clip's timm path,
+    trained from scratch) read at its stride-16 stage (patch_layer 3: 256 channels, a 10x10
+    grid at 160 px, one cell = 22 px of a 224-px render; its MODEL_CARD.md,
+    configs/backbone/synthclip-cnn16.yaml). The ViT tower it replaced (synthclip-s16, still
+    shipped) is configs/ablations/vit_backbone.yaml; the un-pretrained ViT-S-32 at 320 px before
+    that is configs/ablations/random_backbone.yaml; the probes of all three: docs/experiments.md.
     """
 
     RANGES: ClassVar[dict] = {"embed_dim": ">= 0", "image_size": ">= 1", "pixel_cells": ">= 0", "pool_grid": ">= 1",
                               "std": "> 0"}
 
 
-    arch: str = "synthclip-s16"  # open_clip model name (a label when vision_cfg or a local folder is given)
+    arch: str = "synthclip-cnn16"  # open_clip model name (a label when vision_cfg or a local folder is given)
     vision_cfg: Optional[dict[str, Any]] = None  # custom open_clip CLIPVisionCfg dict (tests), random init
     embed_dim: int = 0  # pooled width for a custom vision_cfg (0: vision width)
-    pretrained: Optional[str] = "checkpoints/backbone/synthclip-s16"  # local open_clip folder
+    pretrained: Optional[str] = "checkpoints/backbone/synthclip-cnn16"  # local open_clip folder
     #   (relative: to the working directory, then the repository root), open_clip tag, local
     #   checkpoint path, or None (random weights, warns)
     image_size: int = 160  # square input side; images are resized (no crop) to it; must be the
     #   input size of a pretrained folder
-    patch_layer: int = -1  # block whose tokens are returned; the shipped tower's last block,
-    #   the tokens its auxiliary heads were trained on (a random tower: an early block)
+    patch_layer: int = 3  # level whose tokens are returned (model.backbone.tower_levels: a ViT's
+    #   block, a CNN's stage); the shipped tower's stride-16 stage, the tokens its auxiliary heads
+    #   were trained on (a pretrained ViT: -1, its last block; a random tower: an early block)
     normalize_patches: bool = True  # apply the tower's final LayerNorm to the patch tokens
     pooled_source: Literal["clip", "patch_mean"] = "clip"  # "clip": the tower's projected
     #   image-text embedding (full forward; the shipped tower's knows the caption: people,
@@ -194,7 +197,7 @@ class ModelConfig:
     mlp_ratio: float = 2.0  # MLP hidden / d_model in internal blocks
     dropout: float = 0.0  # dropout in projections and blocks (0 in eval); none: the model
     #   underfits the ~2k training questions (train accuracy ends near 37 %)
-    patch_dim: int = 192  # width C of cached patch tokens (the shipped tower: 192; ViT-S: 384)
+    patch_dim: int = 256  # width C of cached patch tokens (the shipped tower: 256; synthclip-s16: 192; ViT-S: 384)
     pooled_dim: int = 128  # width of the cached pooled embedding (the shipped tower: 128; ViT-S: 384)
     time_scale: float = 10.0  # longest period (s) of the sinusoidal time features
     embed_std: Optional[float] = None  # init std of the additive learned embeddings (token type,

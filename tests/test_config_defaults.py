@@ -50,7 +50,7 @@ def test_default_yaml_resolves_to_the_dataclass_defaults_but_the_demo_keys():
 
 def test_defaults_are_the_shipped_model():
     cfg = TrainConfig()
-    assert Path(cfg.model.backbone.pretrained) == Path("checkpoints/backbone/synthclip-s16")
+    assert Path(cfg.model.backbone.pretrained) == Path("checkpoints/backbone/synthclip-cnn16")
     assert (ROOT / cfg.model.backbone.pretrained / "open_clip_config.json").is_file()
     assert cfg.model.fusion.summary_tokens and cfg.model.dropout == 0.0
     assert (cfg.optim.lr, cfg.data.batch_size, cfg.loss.identity) == (5e-4, 16, 0.1)
