@@ -171,6 +171,22 @@ def resolve_pretrained(pretrained: str) -> Path | None:
     return find_folder(pretrained, "open_clip_config.json")
 
 
+def trained_level(pretrained: str | None) -> int | None:
+    """The tower level the auxiliary heads of a folder made by ``training.pretrain_backbone`` were
+    trained on (its ``pretrain_figures.json``: ``grid_level``, -1 before that key existed), the
+    level ``backbone.patch_layer`` should read; None for any other weights."""
+    folder = find_folder(pretrained, "pretrain_figures.json") if pretrained else None
+    if folder is None:
+        return None
+    return int(json.loads((folder / "pretrain_figures.json").read_text())["config"].get("grid_level", -1))
+
+
+def folder_config(pretrained: str, **fields) -> BackboneConfig:
+    """A BackboneConfig for a pretrained folder that reads the level its heads were trained on."""
+    level = trained_level(pretrained)
+    return BackboneConfig(pretrained=pretrained, patch_layer=-1 if level is None else level, **fields)
+
+
 def load_open_clip_folder(folder: Path) -> CLIP:
     """open_clip's own loader on a local folder (``create_model('local-dir:...')``, strict), then a
     check that every stored tensor really arrived: a silent partial load would give random
@@ -229,6 +245,11 @@ def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
     clip.lock_image_tower()
     clip.visual.requires_grad_(False)  # a timm tower's lock leaves its projection head trainable
     levels = tower_levels(clip.visual)
+    trained = trained_level(cfg.pretrained) if folder is not None else None
+    if trained is not None and trained % len(levels) != cfg.patch_layer % len(levels):
+        warnings.warn(f"backbone.patch_layer {cfg.patch_layer} reads another level than the one {folder.name}'s "
+                      f"auxiliary heads were trained on ({trained}); set model.backbone.patch_layer={trained} "
+                      "for the features its pretraining made readable", stacklevel=2)
     readout = load_readout(cfg.readout, levels[cfg.patch_layer % len(levels)][0]) if cfg.readout else None
     return FrozenClipBackbone(clip.visual, cfg, readout)
 

@@ -166,9 +166,8 @@ def main(argv: list[str] | None = None) -> int:
               "cnn": block_accuracy(cnn_logits := _predict(lambda x: model(_normalise(x)), x_va), y_va),
               "cnn_per_person": person_accuracy(cnn_logits, y_va)}
     if args.readout:
-        from model.backbone import build_backbone, load_readout
-        from model.config import BackboneConfig
-        tower = build_backbone(BackboneConfig(pretrained=args.backbone, readout=None))
+        from model.backbone import build_backbone, folder_config, load_readout
+        tower = build_backbone(folder_config(args.backbone, readout=None))
         readout = load_readout(args.readout, tower.token_dim)
         ro_logits = _predict(lambda x: readout.logits(tower(_normalise(x))["patch_tokens"]), x_va)
         result["readout"] = block_accuracy(ro_logits, y_va)

@@ -14,6 +14,7 @@ import torch
 from bench.synth.captions import CaptionTokenizer
 from eval.adapters import build_model
 from model.backbone import build_backbone
+from model.config import BackboneConfig
 from training.config import load_train_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,3 +61,17 @@ def test_text_tower_and_tokenizer_travel_with_the_weights(name):
     with torch.no_grad():
         txt = adapter.model.encode_text(adapter.tokenizer(["2 people . person : red shirt"]), normalize=True)
     assert txt.shape == (1, config["model_cfg"]["embed_dim"])
+
+
+def test_each_tower_is_read_where_its_heads_were_trained():
+    """The CNN's heads read its stride-16 stage, the ViT's its last block; a config that reads
+    another level of a pretrained folder is warned about, and folder_config picks the right one."""
+    from model.backbone import folder_config, trained_level
+    assert trained_level(str(TOWER)) == 3
+    assert trained_level("checkpoints/backbone/synthclip-s16") == -1
+    assert trained_level(None) is None and trained_level("no/such/folder") is None
+    vit = "checkpoints/backbone/synthclip-s16"
+    with pytest.warns(UserWarning, match="patch_layer=-1"):
+        build_backbone(BackboneConfig(arch="synthclip-s16", pretrained=vit, patch_layer=3))
+    assert build_backbone(folder_config(vit)).grid_size == (10, 10)
+    assert folder_config(vit).patch_layer == -1 and folder_config(str(TOWER)).patch_layer == 3

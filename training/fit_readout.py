@@ -45,7 +45,6 @@ from bench.synth.captions import person_facts
 from bench.synth.scene import sample_scene
 from bench.synth.scene_temporal import sample_temporal_scene
 from bench.synth.semantic_grid import GRID, LAYOUT, block_targets, view_features
-from model.config import BackboneConfig
 from model.readout import SemanticReadout
 from training.pretrain_corpus import draw_random_marks, save_corpus
 
@@ -258,9 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = load_config(ReadoutConfig, args.config, args.overrides)
     torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
-    from model.backbone import build_backbone, load_readout
+    from model.backbone import build_backbone, folder_config, load_readout
     started = time.time()
-    backbone = build_backbone(BackboneConfig(pretrained=cfg.backbone, readout=None))
+    backbone = build_backbone(folder_config(cfg.backbone, readout=None))
     corpus_file = Path(cfg.corpus_file)
     if corpus_file.is_file():
         data = torch.load(corpus_file, weights_only=True)
