@@ -115,10 +115,7 @@ def tower_levels(visual: nn.Module) -> list[tuple[int, int]]:
     a CNN: one level per stage, stride 2 .. 32)."""
     trunk = getattr(visual, "trunk", None)
     if trunk is not None:
-        info = trunk.feature_info
-        if hasattr(info, "channels"):  # timm's FeatureInfo object
-            return list(zip(info.channels(), info.reduction()))
-        return [(int(f["num_chs"]), int(f["reduction"])) for f in info]
+        return [(int(f["num_chs"]), int(f["reduction"])) for f in trunk.feature_info]
     return [(visual.transformer.width, visual.patch_size[0])] * len(visual.transformer.resblocks)
 
 

@@ -193,13 +193,13 @@ def _render_size(cfg: PretrainConfig) -> int:
     return load_config(SynthConfig, cfg.corpus.bench_config).render.width
 
 
-def forward(model, heads: PretrainHeads, batch: dict, render_size: int, readout: SemanticReadout | None = None,
-            level: int = -1) -> dict:
+def forward(model, heads: PretrainHeads, batch: dict, render_size: int, readout: SemanticReadout | None,
+            level: int) -> dict:
     """The CLIP embeddings and every head's output for one batch, the heads on the tower's level
-    ``level`` (``semantic``: the readout's per-block logits, when there is one)."""
-    visual = model.visual
-    inter = visual.forward_intermediates(batch["images"], indices=[level % len(tower_levels(visual))],
-                                         normalize_intermediates=True, output_fmt="NCHW")
+    ``level`` (an index into ``tower_levels``, >= 0; ``semantic``: the readout's per-block logits,
+    when there is one)."""
+    inter = model.visual.forward_intermediates(batch["images"], indices=[level], normalize_intermediates=True,
+                                               output_fmt="NCHW")
     grid = inter["image_intermediates"][0]
     out = heads(grid, batch["boxes"], render_size)
     if readout is not None:
@@ -247,7 +247,8 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
     if cfg.init_from:
         model.load_state_dict(load_open_clip_folder(Path(cfg.init_from)).state_dict())
     levels = tower_levels(model.visual)
-    width, stride = levels[cfg.grid_level % len(levels)]
+    level = cfg.grid_level % len(levels)
+    width, stride = levels[level]
     side, grid = int(data["images"].shape[1]), int(data["dense_part"].shape[1])
     if side // stride != grid:
         raise ValueError(f"grid_level {cfg.grid_level}: stride {stride} gives a {side // stride}-cell grid at {side} px, "
@@ -300,7 +301,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
         batch = {n: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for n, v in batches.get(epoch, k).items()}
         for group in opt.param_groups:
             group["lr"] = _lr(cfg, step, total)
-        out = forward(model, heads, batch, render_size, readout, cfg.grid_level)
+        out = forward(model, heads, batch, render_size, readout, level)
         terms = compute_losses(out, batch)
         terms["clip"] = _clip_loss(out["image"], out["text"], batch["caption_ids"], model.logit_scale.exp())
         if readout is not None:
