@@ -1,7 +1,8 @@
 """The ceiling: what would PERFECT per-view perception give the default cross-view model?
 
     python scripts/probe_ceiling.py [--config configs/default.yaml] [--out runs/probe_ceiling.json]
-        [--splits val test] [--baseline checkpoints/<random-backbone run>] [--workers 1] [key=value ...]
+        [--splits val test] [--baseline checkpoints/<random-backbone run>] [--workers 1]
+        [--transfer READOUT] [key=value ...]
 
 Why: with the shipped random tower the model learns only the cross-view pointer, and a probe
 with direct labels cannot read counts or colours from its features. This script asks the
@@ -25,6 +26,11 @@ the rebuilt render pixel for pixel (a marked image: at least half its pixels), s
 generated from another config fails loudly instead of training on wrong truth. Marked images
 (``<view>_m<key>.png``) carry the truth of their clean view, temporal frames (``<view>_fNN.png``)
 the truth of that frame.
+
+``--transfer READOUT`` also scores the model trained on the truth on the grid that a semantic
+readout (``model.backbone.readout``, ``training.fit_readout``) *predicts* from the config's
+tower, in the same format (the readout's probabilities per cell, the pooled vector their mean):
+does a reasoning model taught on clean features keep its answers when perception is imperfect?
 
 The model is the default one except ``model.patch_dim`` / ``pooled_dim``, set to the
 ground-truth width. The best epoch is chosen on val as in ``python train.py``, so the val
@@ -176,6 +182,35 @@ class GroundTruthCache(FeatureCache):
         return {"patch_tokens": patch, "pooled": patch.mean(1)}
 
 
+class CellMeanPooled:
+    """A tower with a readout (``backbone.readout_only``) whose pooled vector is the mean of its
+    cells, as the ground truth's is: the predicted grid in exactly the ceiling's input format."""
+
+    def __init__(self, encoder):
+        self.encoder, self.cfg = encoder, encoder.cfg
+
+    @property
+    def identity(self) -> str:
+        return f"{self.encoder.identity}|pooled=cell-mean"
+
+    def __call__(self, images):
+        cells = self.encoder(images)["patch_tokens"]
+        return {"patch_tokens": cells, "pooled": cells.float().mean(1).to(cells.dtype)}
+
+
+def predicted_cache(cfg, readout: str) -> FeatureCache:
+    """The feature cache of ``cfg``'s tower with ``readout`` as its only output (``--transfer``)."""
+    from model.backbone import build_backbone
+    backbone_cfg = copy.deepcopy(cfg.model.backbone)
+    backbone_cfg.readout, backbone_cfg.readout_only = readout, True
+    backbone = build_backbone(backbone_cfg)
+    layout = [tuple(b) for b in backbone.readout.layout] if hasattr(backbone.readout, "layout") else None
+    if backbone.patch_dim != WIDTH or (layout is not None and layout != [tuple(b) for b in LAYOUT]):
+        raise ValueError(f"--transfer {readout}: the readout predicts {backbone.patch_dim} values per cell "
+                         f"in layout {layout}, the ground truth has {WIDTH} in {LAYOUT}")
+    return FeatureCache(cfg.data.cache_dir, CellMeanPooled(backbone))
+
+
 # ----------------------------------------------------------------------------- the run
 
 FIGURES = ("acc", "acc_n", "acc_chance", "by_task", "by_task_n", "by_task_chance", "by_task_setting",
@@ -261,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", type=int, default=GRID, help="cells per side (the default backbone: 10)")
     parser.add_argument("--workers", type=int, default=1, help="processes rebuilding scenes")
     parser.add_argument("--cache-only", action="store_true", help="build the ground-truth cache and stop")
+    parser.add_argument("--transfer", metavar="READOUT", default=None,
+                        help="also score the ceiling model (trained on the truth) on the grid a readout "
+                             "predicts from the config's tower (model.backbone.readout): the columns "
+                             "'transfer <split>'")
     parser.add_argument("overrides", nargs="*", help="training config key=value overrides")
     args = parser.parse_args(argv)
 
@@ -295,13 +334,24 @@ def main(argv: list[str] | None = None) -> int:
         split_cfg = copy.deepcopy(cfg)
         split_cfg.eval.split = split
         results[split] = figures(evaluate_module(module, cache, tokenizer, split_cfg, run_dir / f"eval_{split}"))
-    columns = {f"ceiling {s}": r for s, r in results.items()} | baselines
+    transfer = {}
+    if args.transfer:
+        tcache = predicted_cache(cfg, args.transfer)
+        print(f"[ceiling] transfer: the readout's predicted grid, cache {tcache.dir}", flush=True)
+        for split in args.splits:
+            split_cfg = copy.deepcopy(cfg)
+            split_cfg.eval.split = split
+            transfer[split] = figures(evaluate_module(module, tcache, tokenizer, split_cfg,
+                                                      run_dir / f"eval_transfer_{split}"))
+    columns = ({f"ceiling {s}": r for s, r in results.items()} | {f"transfer {s}": r for s, r in transfer.items()}
+               | baselines)
     table = markdown_table(columns)
     report = {"identity": cache.identity, "width": WIDTH, "grid": args.grid,
               "layout": {n: [OFFSET[n], w] for n, w in LAYOUT}, "config": args.config,
               "overrides": args.overrides, "run_dir": str(run_dir), "fit_seconds": metrics.get("fit_seconds"),
               "best_val_acc": metrics.get("best_val_acc"), "seconds": round(time.time() - started, 1),
-              "ceiling": results, "baselines": baselines, "table_md": table}
+              "ceiling": results, "transfer": transfer,
+              "transfer_readout": args.transfer, "baselines": baselines, "table_md": table}
     _write_json(Path(args.out), report)
     print(table)
     print(f"[ceiling] wrote {args.out} ({report['seconds']:.0f} s; run {run_dir})", flush=True)

@@ -156,9 +156,27 @@ def test_script_trains_the_model_on_ground_truth(synth: Path, gt_cache: Path, tm
     save_config(cfg, tmp_path / "tiny.yaml")
     baseline = tmp_path / "baseline.json"
     baseline.write_text(json.dumps({"by_task": {"attribute": 25.0}, "acc": {"+0": {"overall": 26.0}}}))
+    # a readout for the tiny tower, so the ceiling model is also scored on a predicted grid
+    import torch
+
+    from model import build_backbone
+    from model.readout import SemanticReadout
+    from training.fit_readout import save_readout
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tower = build_backbone(cfg.model.backbone)
+    torch.manual_seed(0)
+    save_readout(SemanticReadout(tower.patch_dim, pc.LAYOUT, depth=1, heads=2,
+                                 grid_cells=tower.grid_size[0] * tower.grid_size[1], width=16),
+                 tmp_path / "ro", {"note": "test"})
     out = tmp_path / "ceiling.json"
-    assert pc.main(["--config", str(tmp_path / "tiny.yaml"), "--out", str(out), "--baseline", str(baseline)]) == 0
+    assert pc.main(["--config", str(tmp_path / "tiny.yaml"), "--out", str(out), "--baseline", str(baseline),
+                    "--transfer", str(tmp_path / "ro")]) == 0
     result = json.loads(out.read_text())
+    assert set(result["transfer"]) == {"val", "test"} and result["transfer_readout"] == str(tmp_path / "ro")
+    for figures in result["transfer"].values():
+        assert figures["by_task"] and "+0" in figures["acc"]
+    assert "transfer test" in result["table_md"]
     assert result["width"] == pc.WIDTH and result["identity"].startswith("ground-truth-v1")
     assert set(result["ceiling"]) == {"val", "test"}
     for figures in result["ceiling"].values():
@@ -166,6 +184,10 @@ def test_script_trains_the_model_on_ground_truth(synth: Path, gt_cache: Path, tm
     assert "| attribute |" in result["table_md"] and "baseline baseline.json" in result["table_md"]
     run = Path(result["run_dir"])
     assert (run / "best.ckpt").is_file() or (run / "last.ckpt").is_file()
-    # the real backbone's cache is untouched: only the ground-truth folder exists
-    folders = [p for p in Path(cfg.data.cache_dir).iterdir() if p.is_dir()]
-    assert len(folders) == 1 and (folders[0] / "IDENTITY").read_text().startswith("ground-truth-v1")
+    # the tower's own cache is untouched: the ground truth and the predicted grid (its pooled
+    # vector the cell mean, as the ground truth's) each have their own folder
+    identities = sorted((p / "IDENTITY").read_text() for p in Path(cfg.data.cache_dir).iterdir() if p.is_dir())
+    truth = [i for i in identities if i.startswith("ground-truth-v1")]
+    predicted = [i for i in identities if i not in truth]
+    assert len(truth) == 1 and len(predicted) == 1
+    assert "-readout" in predicted[0] and "-only|pooled=cell-mean" in predicted[0]
