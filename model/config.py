@@ -113,7 +113,8 @@ class FusionConfig:
     """Fusion transformer over question tokens, entity slots/tokens and view tokens."""
 
     RANGES: ClassVar[dict] = {"layers": ">= 0", "max_question_len": ">= 1", "prefix_tokens": ">= 1",
-                              "prefix_layers": ">= 0", "frame_readers": ">= 0"}
+                              "prefix_layers": ">= 0", "frame_readers": ">= 0",
+                              "track_layers": ">= 0", "track_states": ">= 1"}
     RETIRED_KEYS: ClassVar[dict[str, tuple[Any, str]]] = {
         # Prefix slots that also read every patch token drowned the entity tokens: val MVN(+0)
         # stayed at chance (docs/experiments.md). Older run configs carry it as false.
@@ -142,6 +143,13 @@ class FusionConfig:
     #   falls from epoch 1 (docs/experiments.md, "The prefix order")
     question_norm: bool = False  # LayerNorm the projected question words before fusion: raw LM
     #   embeddings (std 0.02) are ~1/20 of the type and position embeddings they are added to
+    track: bool = False  # a per-person track (model/track.py): the question-named person's state
+    #   on every (view, frame), merged over views, ordered over frames; T tokens join the fusion
+    #   set and one pooled token the prefix. Its state head is trained by loss.track
+    track_layers: int = 1  # transformer blocks over the track's frames
+    track_states: int = 149  # size of the state vocabulary: len(inputs.track.TRACK_STATES)
+    track_oracle: bool = False  # DIAGNOSTIC: the recorded per-frame states (batch "track_target",
+    #   read from the generator's metadata, test split included) replace the predicted ones
 
 
 @dataclass

@@ -9,6 +9,7 @@ forward runs these stages (methods of CrossViewModel), in order:
   token_groups      the token set by type: frames, entities, projected, slots
   fuse              fusion transformer over [question | frames | entities | slots]  [fusion.enabled]
                     (+ question-conditioned read tokens per frame)             [fusion.frame_readers]
+                    (+ the question-named person's per-frame track)            [fusion.track]
   score_evidence    relevance of every frame and mark; gates on what the prefix reads  [evidence.gating]
   read_prefix       learned prefix slots read the fused set (+ summary tokens), or the
                     bag of frames when fusion is off                           [fusion.summary_tokens]
@@ -33,6 +34,7 @@ from model.evidence import EvidenceHead, gate_bias
 from model.fusion import BagOfFramesPrefix, FusionTransformer, PrefixReader
 from model.language_head import LanguageHead, build_gpt2, load_causal_lm
 from model.readers import FrameReader, OptionReader, masked_mean
+from model.track import PersonTrack
 from model.view_encoder import ViewEncoder
 
 
@@ -95,6 +97,12 @@ class CrossViewModel(nn.Module):
         # Created last too: LayerNorm of the projected question words (fusion.question_norm).
         self.question_norm: Optional[nn.LayerNorm] = (
             nn.LayerNorm(cfg.d_model) if cfg.fusion.enabled and cfg.fusion.question_norm else None)
+        # Created last too: the per-person track and its prefix token (fusion.track).
+        self.track: Optional[PersonTrack] = None
+        self.track_to_lm: Optional[nn.Linear] = None
+        if cfg.fusion.enabled and cfg.fusion.track:
+            self.track = PersonTrack(cfg, cfg.fusion.track_states)
+            self.track_to_lm = nn.Linear(cfg.d_model, cfg.lm_width)
         table, table_mask = label_token_table(cfg)
         self.register_buffer("label_token_ids", table, persistent=False)
         self.register_buffer("label_token_mask", table_mask, persistent=False)
@@ -135,6 +143,8 @@ class CrossViewModel(nn.Module):
             entity_assign_logits, entity_attn (B, N, S): token-to-scene-slot logits and
                 softmax (rows 0 at padding). Only when entity attention is on.
             prefix (B, K, W): the LM prefix embeddings.
+            track_logits (B, V, T, S): per-(view, frame) state logits of the person track
+                (only with fusion.track).
         """
         views = self.encode_views(batch)
         entities, projected = self.encode_entities(views, batch)
@@ -144,15 +154,17 @@ class CrossViewModel(nn.Module):
         # the weights by ~1e-8 per step (and a seeded run's figures with them).
         entity_out = self.entity_outputs(entities, attended, batch)
         groups, masks = self.token_groups(views, entities, projected, attended)
-        fused, masks = self.fuse(views, groups, masks, batch)
+        fused, masks, track = self.fuse(views, groups, masks, batch)
         evidence, gates = self.score_evidence(views, fused, entities["mask"])
-        prefix = self.read_prefix(groups, fused, masks, gates)
+        prefix = self.read_prefix(groups, fused, masks, gates, track)
         scores = self.language_head(prefix, batch["prompt_ids"], batch["prompt_mask"],
                                     batch["option_ids"], batch["option_mask"], batch["option_valid"])
         if self.option_reader is not None:
             scores["option_logits"] = scores["option_logits"] + self.read_options(fused, masks, gates, batch)
         if self.clip_gate is not None:
             scores["option_logits"] = scores["option_logits"] + self.clip_prior(batch)
+        if track is not None:
+            entity_out["track_logits"] = track["state_logits"]
         return {**scores, **entity_out,
                 "evidence_logits": evidence["frame"],
                 "entity_evidence_logits": evidence["entity"].view(batch["mark_mask"].shape),
@@ -219,19 +231,30 @@ class CrossViewModel(nn.Module):
 
     def fuse(self, views: Dict[str, torch.Tensor], groups: Dict[str, torch.Tensor],
              masks: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
-             ) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor]]:
+             ) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor], Optional[Dict[str, torch.Tensor]]]:
         """The fusion transformer over the question tokens, every group and (with
-        fusion.frame_readers) the frame readers' tokens; a no-op when fusion is off. Returns
-        the fused groups (with "question", and "read") and their masks."""
+        fusion.frame_readers / fusion.track) the frame readers' and the person track's tokens;
+        a no-op when fusion is off. Returns the fused groups (with "question", and "read" /
+        "track"), their masks, and the track's outputs (model/track.py) or None."""
         if self.fusion is None:
-            return groups, masks
+            return groups, masks, None
         question = self.question_tokens(batch["prompt_ids"])
         groups = {**groups, "question": question}
         masks = {**masks, "question": batch["prompt_mask"]}
         if self.frame_reader is not None:
             groups["read"], masks["read"] = self.frame_reader(
                 views["patch"], views["frame_mask"], question, batch["prompt_mask"])
-        return self.fusion(groups, masks), masks
+        track = None
+        if self.track is not None:
+            oracle = None
+            if self.cfg.fusion.track_oracle:
+                if "track_target" not in batch:
+                    raise ValueError("model.fusion.track_oracle is on but the batch has no track_target "
+                                     "(inputs/items.py builds it from the generator's metadata)")
+                oracle = batch["track_target"]
+            track = self.track(views["patch"], views["frame_mask"], question, batch["prompt_mask"], oracle)
+            groups["track"], masks["track"] = track["tokens"], track["mask"]
+        return self.fusion(groups, masks), masks, track
 
     def question_tokens(self, ids: torch.Tensor) -> torch.Tensor:
         """Token ids (..., L) -> projected LM embeddings (..., L, D), LayerNormed with
@@ -255,15 +278,20 @@ class CrossViewModel(nn.Module):
 
     def read_prefix(self, groups: Dict[str, torch.Tensor],
                     fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
-                    gates: Dict[str, Optional[torch.Tensor]]) -> torch.Tensor:
+                    gates: Dict[str, Optional[torch.Tensor]],
+                    track: Optional[Dict[str, torch.Tensor]] = None) -> torch.Tensor:
         """The LM prefix (B, K, W). With fusion: learned slots read every fused token (gated),
-        after the summary tokens (the bag of unfused frame and entity tokens) if configured.
-        Without: the bag of frames (BagOfFramesPrefix over frames and slots or entities)."""
+        then the person track's pooled token (fusion.track), then the summary tokens (the bag
+        of unfused frame and entity tokens) if configured; summary first without
+        fusion.summary_last. Without fusion: the bag of frames (BagOfFramesPrefix over frames
+        and slots or entities)."""
         if self.fusion is None:
             names = ["frame", "slot" if "slot" in groups else "entity"]
             return self.prefix([groups[n] for n in names], [masks[n] for n in names],
                                [gates[n] for n in names])
         prefix = self.prefix(*self.fused_set(fused, masks, gates, list(fused)))
+        if track is not None:
+            prefix = torch.cat([prefix, self.track_to_lm(track["pooled"])], 1)
         if self.summary is None:
             return prefix
         # The bag-of-frames tokens first: a shallow path to the LM.

@@ -63,11 +63,15 @@ def random_batch(cfg: ModelConfig, views: Sequence[int], frames: Sequence[int],
         "option_ids": torch.zeros(b, o_max, option_len, dtype=torch.long),
         "option_mask": torch.zeros(b, o_max, option_len, dtype=torch.bool),
         "option_valid": torch.zeros(b, o_max, dtype=torch.bool),
+        # The person track's recorded states (inputs/track.py): random ids on real frames.
+        "track_target": torch.full((b, v_max, t_max), -100, dtype=torch.long),
     }
     vocab = cfg.lm.vocab_size
     for i, (nv, nt, no) in enumerate(zip(views, frames, options)):
         batch["view_mask"][i, :nv] = True
         batch["frame_mask"][i, :nv, :nt] = True
+        own = torch.Generator().manual_seed(i)  # not ``gen``: the other fields stay as they were
+        batch["track_target"][i, :nv, :nt] = torch.randint(0, cfg.fusion.track_states, (nv, nt), generator=own)
         labels = torch.randperm(cfg.entity.max_label, generator=gen) + 1
         used = 0
         for v in range(nv):

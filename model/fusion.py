@@ -41,13 +41,18 @@ class FusionTransformer(nn.Module):
         self.read_type: Optional[nn.Parameter] = None
         if cfg.fusion.frame_readers:
             self.read_type = nn.Parameter(torch.randn(d) * 0.02)
+        # The per-person track's type (fusion.track), created last for the same reason.
+        self.track_type: Optional[nn.Parameter] = None
+        if cfg.fusion.track:
+            self.track_type = nn.Parameter(torch.randn(d) * 0.02)
 
     def forward(self, groups: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor]
                 ) -> Dict[str, torch.Tensor]:
         """
         Args:
             groups: name -> (B, N_g, D) for names in ("question", "frame", "entity", "slot",
-                "projected", "read" (only with fusion.frame_readers));
+                "projected", "read" (only with fusion.frame_readers), "track" (only with
+                fusion.track));
                 missing names are skipped. "question" must be in word order.
             masks: name -> (B, N_g) bool, True = real token.
         Returns:
@@ -56,11 +61,11 @@ class FusionTransformer(nn.Module):
         type_ids = {"question": QUESTION, "frame": FRAME, "entity": ENTITY, "slot": SLOT,
                     "projected": PROJECTED}
         names: List[str] = [n for n in type_ids if n in groups]
-        if "read" in groups:
-            names.append("read")
+        names += [n for n in ("read", "track") if n in groups]
+        extra = {"read": self.read_type, "track": self.track_type}
         parts = []
         for name in names:
-            kind = self.read_type if name == "read" else self.type_embedding.weight[type_ids[name]]
+            kind = extra[name] if name in extra else self.type_embedding.weight[type_ids[name]]
             x = groups[name] + kind
             if name == "question":
                 length = x.shape[1]

@@ -74,7 +74,7 @@ def _fused(model, batch):
     entities, projected = model.encode_entities(views, batch)
     attended = model.attend_entities(entities, projected)
     groups, masks = model.token_groups(views, entities, projected, attended)
-    fused, masks = model.fuse(views, groups, masks, batch)
+    fused, masks, _ = model.fuse(views, groups, masks, batch)
     _, gates = model.score_evidence(views, fused, entities["mask"])
     return fused, masks, gates
 

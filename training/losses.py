@@ -5,11 +5,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inputs.track import IGNORE
 from training.config import LossConfig
 
 
 class CrossViewCriterion(nn.Module):
-    """answer CE + evidence BCE + per-mark evidence BCE (+ identity consistency).
+    """answer CE + evidence BCE + per-mark evidence BCE (+ identity consistency) (+ the person
+    track's per-frame state CE, when the model has a track).
 
     ``forward(outputs, batch)`` returns ``{"loss": total, "loss_answer": ..., ...}``; each
     term is averaged over the positions it is defined on, so an all-masked term is 0, not NaN.
@@ -18,7 +20,8 @@ class CrossViewCriterion(nn.Module):
     def __init__(self, cfg: LossConfig):
         super().__init__()
         self.weights = {"answer": cfg.answer, "evidence": cfg.evidence,
-                        "entity_evidence": cfg.entity_evidence, "identity": cfg.identity}
+                        "entity_evidence": cfg.entity_evidence, "identity": cfg.identity,
+                        "track": cfg.track}
 
     @staticmethod
     def loss_answer(out: dict, batch: dict) -> torch.Tensor:
@@ -40,6 +43,16 @@ class CrossViewCriterion(nn.Module):
     def loss_entity_evidence(self, out: dict, batch: dict) -> torch.Tensor:
         mask = batch["mark_mask"] & batch["evidence_valid"][:, None, None, None]
         return self._masked_bce(out["entity_evidence_logits"], batch["entity_evidence_target"], mask)
+
+    @staticmethod
+    def loss_track(out: dict, batch: dict) -> torch.Tensor:
+        """CE of the track's state logits (B, V, T, S) on the recorded states of real frames;
+        0 for a batch without records (spatial questions)."""
+        logits, target = out["track_logits"], batch["track_target"]
+        keep = (target != IGNORE) & batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+        if not keep.any():
+            return logits.sum() * 0.0
+        return F.cross_entropy(logits[keep], target[keep])
 
     @staticmethod
     def loss_identity(out: dict, batch: dict, temperature: float = 0.1) -> torch.Tensor:
@@ -75,6 +88,8 @@ class CrossViewCriterion(nn.Module):
         }
         if self.weights["identity"] > 0:
             terms["identity"] = self.loss_identity(out, batch)
+        if "track_logits" in out and self.weights["track"] > 0:
+            terms["track"] = self.loss_track(out, batch)
         losses = {f"loss_{k}": v for k, v in terms.items()}
         losses["loss"] = sum(self.weights[k] * v for k, v in terms.items())
         return losses
