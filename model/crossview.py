@@ -281,23 +281,23 @@ class CrossViewModel(nn.Module):
                     gates: Dict[str, Optional[torch.Tensor]],
                     track: Optional[Dict[str, torch.Tensor]] = None) -> torch.Tensor:
         """The LM prefix (B, K, W). With fusion: learned slots read every fused token (gated),
-        then the person track's pooled token (fusion.track), then the summary tokens (the bag
-        of unfused frame and entity tokens) if configured; summary first without
-        fusion.summary_last. Without fusion: the bag of frames (BagOfFramesPrefix over frames
-        and slots or entities)."""
+        then the summary tokens (the bag of unfused frame and entity tokens) if configured
+        (first without fusion.summary_last), then the person track's pooled token
+        (fusion.track). Without fusion: the bag of frames (BagOfFramesPrefix over frames and
+        slots or entities)."""
         if self.fusion is None:
             names = ["frame", "slot" if "slot" in groups else "entity"]
             return self.prefix([groups[n] for n in names], [masks[n] for n in names],
                                [gates[n] for n in names])
         prefix = self.prefix(*self.fused_set(fused, masks, gates, list(fused)))
-        if track is not None:
+        if self.summary is not None:
+            # The bag-of-frames tokens: a shallow path to the LM.
+            summary = self.summary([groups["frame"], groups["entity"]], [masks["frame"], masks["entity"]],
+                                   [gates["frame"], gates["entity"]])
+            prefix = torch.cat([prefix, summary] if self.cfg.fusion.summary_last else [summary, prefix], 1)
+        if track is not None:  # the last context token: the shortest path to the option's words
             prefix = torch.cat([prefix, self.track_to_lm(track["pooled"])], 1)
-        if self.summary is None:
-            return prefix
-        # The bag-of-frames tokens first: a shallow path to the LM.
-        summary = self.summary([groups["frame"], groups["entity"]], [masks["frame"], masks["entity"]],
-                               [gates["frame"], gates["entity"]])
-        return torch.cat([prefix, summary] if self.cfg.fusion.summary_last else [summary, prefix], 1)
+        return prefix
 
     @staticmethod
     def fused_set(fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],

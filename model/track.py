@@ -4,14 +4,16 @@ A temporal question names a person by description ("the person in the red shirt 
 and carries no mark, so no entity token stands for that person. The track makes one:
 
 1. a learned query reads the question (what person, what about them);
-2. on every (view, frame) the conditioned query reads the frame's patch tokens, and a head
-   classifies what it read into a per-frame state (``inputs/track.py``: ``unseen``,
+2. on every (view, frame) each question word scores each patch (per head; a patch scores as
+   its best word, so "red" is not diluted by the other words), the best-scored patches are
+   read, and a head classifies what was read (with the question's query) into a per-frame state (``inputs/track.py``: ``unseen``,
    airborne or not, the hand waving or not, the body action, the place, ...);
 3. the views are merged per frame, each weighted by how sure it is that it sees the person
    (1 - p(unseen)): a view that does not see the person on a frame gives way to one that does;
-4. a small transformer over the frames (frame-index embedding) orders and counts the merged
-   states; its T tokens join the fusion set (type "track") and a pooled token joins the LM
-   prefix, a short path from the per-frame states to the answer.
+4. a small transformer over the frames (frame-index embedding) orders the merged states; its
+   T tokens join the fusion set (type "track"); a pooled token (what a learned query reads
+   from them, plus an embedding of how many frames show each state) closes the LM prefix:
+   the last context token, the short path from the per-frame states to the answer.
 
 The state head is trained on the generator's per-frame records (``loss.track``). With
 ``fusion.track_oracle`` the recorded states replace the predicted ones (where a record
@@ -47,9 +49,23 @@ class PersonTrack(nn.Module):
         self.n_states = n_states
         self.query = nn.Parameter(torch.randn(1, 1, d) * 0.02)
         self.condition = CrossAttentionLayer(d, cfg.heads, cfg.mlp_ratio, cfg.dropout)
-        self.read = CrossAttentionLayer(d, cfg.heads, cfg.mlp_ratio, cfg.dropout)
-        self.state = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, n_states))
-        self.state_embed = nn.Linear(n_states, d)
+        # Locating the named person: every question word scores every cell (per head), a
+        # cell's score is its best word's. A single query that first pools the question
+        # dilutes the one word that names the person ("red") among a dozen others.
+        self.heads = cfg.heads
+        self.word_key = nn.Linear(d, d)
+        self.cell_key = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d))
+        self.cell_value = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d))
+        self.located = nn.Linear(d, d)
+        self.state = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, n_states))
+        # The states as an embedding table (N(0, 1), like nn.Embedding): at nn.Linear's default
+        # scale a one-hot state was ~5 % of the norm of the token it is added to.
+        self.state_embed = nn.Linear(n_states, d, bias=False)
+        nn.init.normal_(self.state_embed.weight, std=1.0)
+        # How many frames show each state (the merged states summed over frames): counting
+        # questions ask for exactly that, and attention pooling only averages.
+        self.count_embed = nn.Linear(n_states, d, bias=False)
+        nn.init.normal_(self.count_embed.weight, std=0.3)
         self.frame_index = nn.Embedding(MAX_FRAMES, d)
         nn.init.normal_(self.frame_index.weight, std=0.02)
         self.blocks = nn.ModuleList(
@@ -70,7 +86,8 @@ class PersonTrack(nn.Module):
                 one-hot states replace the predicted ones where a record exists.
         Returns:
             "tokens" (B, T, D) and "mask" (B, T): one token per frame index;
-            "pooled" (B, 1, D): the track read by a learned query;
+            "pooled" (B, 1, D): the track read by a learned query, plus an embedding of how
+                many frames show each merged state;
             "state_logits" (B, V, T, S): the per-(view, frame) state classifier.
         """
         patch = patch_tensor(patch)
@@ -78,8 +95,7 @@ class PersonTrack(nn.Module):
         if t > MAX_FRAMES:
             raise ValueError(f"PersonTrack handles at most {MAX_FRAMES} frames, the batch has {t}")
         query = self.condition(self.query.expand(b, -1, -1), question, key_padding_bias(question_mask))
-        queries = query[:, None, None].expand(b, v, t, 1, d).reshape(b * v * t, 1, d)
-        read = self.read(queries, patch.reshape(b * v * t, p, d)).view(b, v, t, d)
+        read = self.locate(patch, question, question_mask) + query[:, None]  # (B, V, T, D)
         logits = self.state(read)  # (B, V, T, S)
         probs = logits.softmax(-1)
         if oracle is not None:
@@ -98,5 +114,20 @@ class PersonTrack(nn.Module):
         for block in self.blocks:
             tokens = block(tokens, attn_mask=bias)
         tokens = self.norm(tokens) * mask.unsqueeze(-1)
-        pooled = self.pool(self.pool_query.expand(b, -1, -1), tokens, bias)
+        counts = (state * mask.unsqueeze(-1).to(state.dtype)).sum(1)  # (B, S)
+        pooled = self.pool(self.pool_query.expand(b, -1, -1), tokens, bias) + self.count_embed(counts).unsqueeze(1)
         return {"tokens": tokens, "mask": mask, "pooled": pooled, "state_logits": logits}
+
+    def locate(self, patch: torch.Tensor, question: torch.Tensor, question_mask: torch.Tensor) -> torch.Tensor:
+        """(B, V, T, P, D) patches, (B, L, D) words -> (B, V, T, D): per head, the cells the
+        question's words point at (a cell scores as its best-matching word; a null cell
+        with score 0 takes the weight when nothing matches), their values averaged."""
+        b, v, t, p, d = patch.shape
+        h, e = self.heads, d // self.heads
+        words = self.word_key(question).view(b, -1, h, e)
+        cells = self.cell_key(patch).view(b, v, t, p, h, e)
+        sim = torch.einsum("bvtphe,blhe->bvthpl", cells, words) / e ** 0.5
+        sim = sim.masked_fill(~question_mask[:, None, None, None, None, :], -1e4).amax(-1)  # (B, V, T, H, P)
+        weight = torch.cat([sim.new_zeros(b, v, t, h, 1), sim], -1).softmax(-1)[..., 1:]
+        values = self.cell_value(patch).view(b, v, t, p, h, e)
+        return self.located(torch.einsum("bvthp,bvtphe->bvthe", weight, values).reshape(b, v, t, d))
