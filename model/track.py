@@ -6,8 +6,9 @@ and carries no mark, so no entity token stands for that person. The track makes 
 1. a learned query reads the question (what person, what about them);
 2. on every (view, frame) each question word scores each patch (per head; a patch scores as
    its best word, so "red" is not diluted by the other words), the best-scored patches are
-   read, and a head classifies what was read (with the question's query) into a per-frame state (``inputs/track.py``: ``unseen``,
-   airborne or not, the hand waving or not, the body action, the place, ...);
+   read, and a head classifies what was read (with the question's query) into a per-frame
+   state (``inputs/track.py``: ``unseen``, airborne or not, the hand waving or not, the body
+   action, the place, ...);
 3. the views are merged per frame, each weighted by how sure it is that it sees the person
    (1 - p(unseen)): a view that does not see the person on a frame gives way to one that does;
 4. a small transformer over the frames (frame-index embedding) orders the merged states; its

@@ -45,11 +45,16 @@ class CrossViewCriterion(nn.Module):
         return self._masked_bce(out["entity_evidence_logits"], batch["entity_evidence_target"], mask)
 
     @staticmethod
+    def track_positions(batch: dict) -> torch.Tensor:
+        """(B, V, T) bool: real frames of real views with a recorded track state."""
+        return (batch["track_target"] != IGNORE) & batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+
+    @staticmethod
     def loss_track(out: dict, batch: dict) -> torch.Tensor:
         """CE of the track's state logits (B, V, T, S) on the recorded states of real frames;
         0 for a batch without records (spatial questions)."""
         logits, target = out["track_logits"], batch["track_target"]
-        keep = (target != IGNORE) & batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+        keep = CrossViewCriterion.track_positions(batch)
         if not keep.any():
             return logits.sum() * 0.0
         return F.cross_entropy(logits[keep], target[keep])

@@ -75,7 +75,7 @@ class CrossViewModule(L.LightningModule):
         losses = self.criterion(out, batch)
         self.log("val/loss", losses["loss"], batch_size=len(batch["answer"]), sync_dist=True)
         if "track_logits" in out:  # the person track's per-frame state accuracy (inputs/track.py)
-            keep = (batch["track_target"] >= 0) & batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+            keep = self.criterion.track_positions(batch)
             if keep.any():
                 hit = (out["track_logits"].argmax(-1) == batch["track_target"])[keep].float().mean()
                 self.log("val/track_acc", hit, batch_size=int(keep.sum()), sync_dist=True)
