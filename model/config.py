@@ -123,6 +123,7 @@ class FusionConfig:
     # Options added later whose old behaviour a stored config without them must keep.
     ADDED_KEYS: ClassVar[dict[str, tuple[Any, str]]] = {
         "summary_last": (False, "before it, the summary tokens came first"),
+        "track_last": ("all", "before it, the track token closed every question's prefix"),
     }
 
     enabled: bool = True  # off: prefix = masked mean of frame tokens ("bag of frames" ablation)
@@ -148,6 +149,9 @@ class FusionConfig:
     #   set and one pooled token the prefix. Its state head is trained by loss.track
     track_layers: int = 1  # transformer blocks over the track's frames
     track_states: int = 149  # size of the state vocabulary: len(inputs.track.TRACK_STATES)
+    track_last: Literal["all", "unmarked"] = "unmarked"  # which prefixes the track token closes:
+    #   "unmarked" = questions without marks (the temporal ones); a marked question's prefix keeps
+    #   the summary tokens last, the pointer's shallow path (docs/experiments.md, session 16)
     track_oracle: bool = False  # DIAGNOSTIC: the recorded per-frame states (batch "track_target",
     #   read from the generator's metadata, test split included) replace the predicted ones
 

@@ -156,7 +156,7 @@ class CrossViewModel(nn.Module):
         groups, masks = self.token_groups(views, entities, projected, attended)
         fused, masks, track = self.fuse(views, groups, masks, batch)
         evidence, gates = self.score_evidence(views, fused, entities["mask"])
-        prefix = self.read_prefix(groups, fused, masks, gates, track)
+        prefix = self.read_prefix(groups, fused, masks, gates, track, batch["mark_mask"])
         scores = self.language_head(prefix, batch["prompt_ids"], batch["prompt_mask"],
                                     batch["option_ids"], batch["option_mask"], batch["option_valid"])
         if self.option_reader is not None:
@@ -279,25 +279,38 @@ class CrossViewModel(nn.Module):
     def read_prefix(self, groups: Dict[str, torch.Tensor],
                     fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
                     gates: Dict[str, Optional[torch.Tensor]],
-                    track: Optional[Dict[str, torch.Tensor]] = None) -> torch.Tensor:
+                    track: Optional[Dict[str, torch.Tensor]] = None,
+                    mark_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The LM prefix (B, K, W). With fusion: learned slots read every fused token (gated),
         then the summary tokens (the bag of unfused frame and entity tokens) if configured
         (first without fusion.summary_last), then the person track's pooled token
-        (fusion.track). Without fusion: the bag of frames (BagOfFramesPrefix over frames and
+        (fusion.track). With fusion.track_last "unmarked", a question with marks (mark_mask
+        (B, V, T, M) has one) gets the track token before the summary tokens instead, so they
+        stay last. Without fusion: the bag of frames (BagOfFramesPrefix over frames and
         slots or entities)."""
         if self.fusion is None:
             names = ["frame", "slot" if "slot" in groups else "entity"]
             return self.prefix([groups[n] for n in names], [masks[n] for n in names],
                                [gates[n] for n in names])
         prefix = self.prefix(*self.fused_set(fused, masks, gates, list(fused)))
+        summary = None
         if self.summary is not None:
             # The bag-of-frames tokens: a shallow path to the LM.
             summary = self.summary([groups["frame"], groups["entity"]], [masks["frame"], masks["entity"]],
                                    [gates["frame"], gates["entity"]])
             prefix = torch.cat([prefix, summary] if self.cfg.fusion.summary_last else [summary, prefix], 1)
-        if track is not None:  # the last context token: the shortest path to the option's words
-            prefix = torch.cat([prefix, self.track_to_lm(track["pooled"])], 1)
-        return prefix
+        if track is None:
+            return prefix
+        token = self.track_to_lm(track["pooled"])  # (B, 1, W); the last context token: the
+        last = torch.cat([prefix, token], 1)       # shortest path to the option's words
+        if self.cfg.fusion.track_last == "all" or summary is None or not self.cfg.fusion.summary_last:
+            return last
+        if mark_mask is None:
+            raise ValueError("model.fusion.track_last='unmarked' needs the batch's mark_mask")
+        k = summary.shape[1]
+        before = torch.cat([prefix[:, :-k], token, prefix[:, -k:]], 1)  # the summary stays last
+        marked = mark_mask.flatten(1).any(1)
+        return torch.where(marked[:, None, None], before, last)
 
     @staticmethod
     def fused_set(fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],

@@ -13,9 +13,10 @@ from training.losses import CrossViewCriterion
 CLIPS = dict(views=[2, 3, 1], frames=[8, 8, 8], options=[4, 4, 5], cameras=[True, True, False])
 
 
-def _config(track=True, oracle=False):
+def _config(track=True, oracle=False, last="unmarked"):
     cfg = tiny_model_config()
-    return dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, track=track, track_oracle=oracle))
+    return dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, track=track, track_oracle=oracle,
+                                                               track_last=last))
 
 
 def test_the_vocabulary_size_is_the_configured_one():
@@ -73,6 +74,25 @@ def test_track_outputs_state_logits_and_one_more_prefix_token():
     assert out["track_logits"].shape == (b, v, t, model.cfg.fusion.track_states)
     assert out["prefix"].shape[1] == ref["prefix"].shape[1] + 1
     assert torch.isfinite(out["option_logits"][batch["option_valid"]]).all()
+
+
+def test_the_track_token_closes_only_unmarked_prefixes():
+    """track_last "unmarked": a marked question keeps the summary tokens last and gets the track
+    token just before them; an unmarked one ends on the track token; "all" ends every prefix on it."""
+    torch.manual_seed(0)
+    model = build_model(_config(last="all")).eval()
+    batch = random_batch(model.cfg, **CLIPS)
+    batch["mark_mask"][1] = False  # sample 1 has no marks, samples 0 and 2 do
+    assert batch["mark_mask"][0].any() and batch["mark_mask"][2].any()
+    all_last = model(batch)["prefix"]
+    model.cfg = _config(last="unmarked")
+    prefix = model(batch)["prefix"]
+    k = 1 + (2 if model.cfg.fusion.summary_tokens else 0)  # the track token and the summary tokens
+    assert torch.equal(prefix[1], all_last[1])
+    for i in (0, 2):
+        assert torch.equal(prefix[i, :-k], all_last[i, :-k])
+        assert torch.equal(prefix[i, -k], all_last[i, -1])  # the track token, now before the summary
+        assert torch.equal(prefix[i, -k + 1:], all_last[i, -k:-1])
 
 
 def test_track_keeps_the_model_invariant_to_view_order():
