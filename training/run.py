@@ -10,6 +10,7 @@ writes the run folder, and it hands the folder's name to the processes it launch
 """
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import time
@@ -50,6 +51,24 @@ def run_dir_for(cfg: TrainConfig, config_name: str) -> Path:
         return Path(os.environ[RUN_DIR_ENV])
     name = cfg.run_name or f"{config_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     return Path(cfg.out_dir) / name
+
+
+def claim_run_dir(run_dir: Path, cfg: TrainConfig, resumed: bool = False) -> Path:
+    """Make the run folder. An automatic name (<config>-<time>) is claimed atomically: a second
+    run started in the same second gets <name>-2 (then -3, ...) instead of sharing the folder;
+    a resumed run's folder, one named by ``run_name`` or one handed down by rank 0 is used as it is."""
+    if resumed or cfg.run_name or os.environ.get(RUN_DIR_ENV):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return run_dir
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        candidate = run_dir if n == 1 else run_dir.with_name(f"{run_dir.name}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise AssertionError("unreachable")
 
 
 def global_rank() -> int:
@@ -154,7 +173,7 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
     # The run folder is made only once every input has been accepted: a refused run leaves none.
     started = time.time()
     if global_rank() == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir = claim_run_dir(run_dir, cfg, resumed=ckpt_path is not None)
         save_config(cfg, run_dir / "config.yaml")
         started = start_provenance(run_dir, cfg, resumed=ckpt_path is not None)
         os.environ[RUN_DIR_ENV] = str(run_dir)  # the processes Lightning starts write to the same folder
