@@ -77,6 +77,19 @@ def _limit(bench: Benchmark, n: int) -> Benchmark:
     return bench
 
 
+def _tasks(bench: Benchmark, tasks: list[str]) -> Benchmark:
+    """Only the samples of ``tasks`` (all for an empty list); a task no sample has is an error."""
+    if not tasks:
+        return bench
+    present = {s.task for s in bench.samples}
+    missing = [t for t in tasks if t not in present]
+    if missing:
+        raise ValueError(f"data.tasks: {bench.root} has no samples of {missing}; "
+                         f"its tasks are {sorted(present)}")
+    keep = [s for s in bench.samples if s.task in tasks]
+    return Benchmark(root=bench.root, file=bench.file, samples=keep, name=bench.name, meta=bench.meta)
+
+
 class CrossViewDataModule(L.LightningDataModule):
     """Train / val splits of ``cfg.data.bench_dir`` as view-set batches over cached features.
 
@@ -96,7 +109,7 @@ class CrossViewDataModule(L.LightningDataModule):
     def _split(self, name: str, limit: int) -> tuple[Benchmark, FeatureTable]:
         if name in self._prepared:
             return self._prepared.pop(name)
-        bench = _limit(load_benchmark(Path(self.cfg.data.bench_dir) / name), limit)
+        bench = _limit(_tasks(load_benchmark(Path(self.cfg.data.bench_dir) / name), self.cfg.data.tasks), limit)
         return bench, self.cache.table(split_images(bench), desc=f"encoding {name} images")
 
     def prepare_data(self) -> None:

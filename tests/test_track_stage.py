@@ -1,0 +1,81 @@
+"""The person track's own stage (configs/track_stage.yaml): train on a subset of tasks
+(data.tasks) with the track loss alone, then start the joint training from its weights."""
+from __future__ import annotations
+
+import csv
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.format import load_benchmark
+from tiny_bench import make_tiny_benchmark
+from training.checkpoint import read_checkpoint
+from training.config import load_train_config
+from training.datamodule import _tasks
+from training.run import train
+
+warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
+
+
+def _with_track_records(root: Path) -> Path:
+    """The tiny benchmark's clip question becomes a repetition_count with per-frame records."""
+    path = root / "benchmark.json"
+    data = json.loads(path.read_text())
+    for sample in data["samples"]:
+        if sample["task"] == "relation":
+            sample["task"], sample["subset"] = "repetition_count", "MVN"  # scored at +0 by validation
+            sample["meta"] = {"observations": {v["view_id"]: {"obs": [["0", "1", None][(i + j) % 3]
+                                                                     for j in range(len(v["frames"]))]}
+                                               for i, v in enumerate(sample["views"])}}
+    path.write_text(json.dumps(data))
+    return root
+
+
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("bench")
+    for split in ("train", "val", "test"):
+        _with_track_records(make_tiny_benchmark(root / split, n_scenes=4 if split == "train" else 2, n_frames=3))
+    return root
+
+
+def test_data_tasks_keeps_only_those_tasks(splits):
+    bench = load_benchmark(splits / "train")
+    assert _tasks(bench, []) is bench
+    kept = _tasks(bench, ["repetition_count", "count_in_view"])
+    assert {s.task for s in kept.samples} == {"repetition_count", "count_in_view"}
+    assert len(kept.samples) == 8
+    with pytest.raises(ValueError, match=r"no samples of \['trajectory'\]"):
+        _tasks(bench, ["count_in_view", "trajectory"])
+
+
+@pytest.mark.slow
+def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, tmp_path):
+    from test_train_e2e import tiny_config
+    stage_file = load_train_config("configs/track_stage.yaml")
+    stage = tiny_config(splits, tmp_path, eval__enabled=False, run_name="stage")
+    stage.model.fusion.track = True
+    stage.loss, stage.data.tasks = stage_file.loss, ["repetition_count"]
+    stage.trainer.max_epochs, stage.trainer.log_every_n_steps = 2, 1
+    train(stage)
+    run = Path(stage.out_dir) / "stage"
+    rows = list(csv.DictReader(open(run / "logs" / "metrics.csv")))
+    track = [float(r["train/loss_track_step"]) for r in rows if r.get("train/loss_track_step")]
+    answer = [float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")]
+    assert track and all(t > 0 for t in track)
+    assert answer == pytest.approx(track)  # the track's CE is the whole loss
+    assert any(r.get("val/track_acc") for r in rows)
+
+    joint = tiny_config(splits, tmp_path, eval__enabled=False, run_name="joint",
+                        init_from=str(run / "last.ckpt"))
+    joint.model.fusion.track = True
+    joint.trainer.max_epochs = 1
+    joint.freeze = ["track."]  # kept fixed: they must be the stage's, not a fresh initialisation
+    train(joint)
+    a = read_checkpoint(run / "last.ckpt")["state_dict"]
+    b = read_checkpoint(Path(joint.out_dir) / "joint" / "last.ckpt")["state_dict"]
+    keys = [k for k in a if ".track." in k]
+    assert keys and all(torch.equal(a[k], b[k]) for k in keys)
