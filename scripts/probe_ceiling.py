@@ -320,10 +320,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[ceiling] {split}: {len(table.index)} images, {len(table.pooled)} distinct", flush=True)
         print(f"[ceiling] {cache.n_encoded} images built in {time.time() - started:.0f} s", flush=True)
         return 0
-    if not cfg.eval.enabled:
-        parser.error("eval.enabled=false: the ceiling is the evaluation")
     tokenizer = build_tokenizer(cfg.model)
     metrics = train(cfg, "ceiling", components=(cache, tokenizer))
+    if not cfg.eval.enabled:  # a stage (e.g. configs/track_stage.yaml): trained, nothing to score
+        print(f"[ceiling] eval.enabled=false: trained on the ground-truth grid, not scored; run "
+              f"{metrics['run_dir']} (a later run starts from it with init_from=<run>/last.ckpt)", flush=True)
+        return 0
     run_dir = Path(metrics["run_dir"])
     results = {args.splits[0]: figures(metrics)}
     best = run_dir / "best.ckpt"
