@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = train(cfg, "ceiling", components=(cache, tokenizer))
     if not cfg.eval.enabled:  # a stage (e.g. configs/track_stage.yaml): trained, nothing to score
         print(f"[ceiling] eval.enabled=false: trained on the ground-truth grid, not scored; run "
-              f"{metrics['run_dir']} (a later run starts from it with init_from=<run>/last.ckpt)", flush=True)
+              f"{metrics['run_dir']} (a later run starts from it with init_from=<run>/best.ckpt)", flush=True)
         return 0
     run_dir = Path(metrics["run_dir"])
     results = {args.splits[0]: figures(metrics)}

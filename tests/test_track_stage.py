@@ -59,6 +59,7 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
     stage = tiny_config(splits, tmp_path, eval__enabled=False, run_name="stage")
     stage.model.fusion.track = True
     stage.loss, stage.data.tasks = stage_file.loss, ["repetition_count"]
+    stage.trainer.monitor = stage_file.trainer.monitor
     stage.trainer.max_epochs, stage.trainer.log_every_n_steps = 2, 1
     train(stage)
     run = Path(stage.out_dir) / "stage"
@@ -68,14 +69,23 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
     assert track and all(t > 0 for t in track)
     assert answer == pytest.approx(track)  # the track's CE is the whole loss
     assert any(r.get("val/track_acc") for r in rows)
+    saved = json.loads((run / "metrics.json").read_text())
+    assert saved["best_val_acc"] is None and set(saved["best_monitor"]) == {"val/track_acc"}
 
     joint = tiny_config(splits, tmp_path, eval__enabled=False, run_name="joint",
-                        init_from=str(run / "last.ckpt"))
+                        init_from=str(run / "best.ckpt"))
     joint.model.fusion.track = True
     joint.trainer.max_epochs = 1
     joint.freeze = ["track."]  # kept fixed: they must be the stage's, not a fresh initialisation
     train(joint)
-    a = read_checkpoint(run / "last.ckpt")["state_dict"]
+    a = read_checkpoint(run / "best.ckpt")["state_dict"]
     b = read_checkpoint(Path(joint.out_dir) / "joint" / "last.ckpt")["state_dict"]
     keys = [k for k in a if ".track." in k]
     assert keys and all(torch.equal(a[k], b[k]) for k in keys)
+
+
+def test_monitoring_the_track_needs_the_track():
+    from bench.config import ConfigError
+    with pytest.raises(ConfigError, match="model.fusion.track=true"):
+        load_train_config("configs/default.yaml", ["trainer.monitor=val/track_acc"])
+    assert load_train_config("configs/track_stage.yaml").trainer.monitor == "val/track_acc"

@@ -178,7 +178,7 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         started = start_provenance(run_dir, cfg, resumed=ckpt_path is not None)
         os.environ[RUN_DIR_ENV] = str(run_dir)  # the processes Lightning starts write to the same folder
     t = cfg.trainer
-    checkpoint = ModelCheckpoint(dirpath=run_dir, filename="best", monitor="val/acc", mode="max",
+    checkpoint = ModelCheckpoint(dirpath=run_dir, filename="best", monitor=t.monitor, mode="max",
                                  save_top_k=1, enable_version_counter=False)
     # A second callback for last.ckpt: ModelCheckpoint's save_last only fires when a top-k
     # checkpoint is written, so an epoch without a better val/acc would not refresh it.
@@ -206,7 +206,8 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
     if not trainer.is_global_zero:
         return {}
     metrics: dict = {"fit_seconds": round(fit_seconds, 1), "run_dir": str(run_dir),
-                     "best_val_acc": _float(checkpoint.best_model_score)}
+                     "best_val_acc": _float(checkpoint.best_model_score) if t.monitor == "val/acc" else None,
+                     "best_monitor": {t.monitor: _float(checkpoint.best_model_score)}}
     if cfg.eval.enabled:
         best = run_dir / "best.ckpt"
         if best.is_file():
