@@ -96,8 +96,9 @@ class TrainerConfig:
     # 4.5 points between identical runs. false: the default kernels (no measurable speed gain on CPU).
     deterministic: bool = True
     log_every_n_steps: int = 10
-    monitor: Literal["val/acc", "val/track_acc"] = "val/acc"  # the validation figure best.ckpt
-    #   keeps the highest of; val/track_acc (the person track's state accuracy) for its own stage
+    monitor: Literal["val/acc", "val/track_acc", "val/track_seen_acc"] = "val/acc"  # the validation
+    #   figure best.ckpt keeps the highest of; the track's state accuracy (on every recorded frame,
+    #   or on the frames that show the person) for its own stage
     check_val_every_n_epoch: int = 1
     limit_train_batches: float = 1.0  # a float fraction or an int count (tests)
     enable_progress_bar: bool = True
@@ -138,7 +139,7 @@ def load_train_config(path: str | Path | None = None, overrides: list[str] | Non
     cfg = load_config(TrainConfig, path, overrides)
     if cfg.stage == "finetune" and not cfg.init_from:
         raise ConfigError(f"{path}: a fine-tuning config needs init_from=checkpoints/<run>/best.ckpt")
-    if cfg.trainer.monitor == "val/track_acc" and not cfg.model.fusion.track:
-        raise ConfigError(f"{path}: trainer.monitor=val/track_acc needs model.fusion.track=true "
+    if cfg.trainer.monitor.startswith("val/track") and not cfg.model.fusion.track:
+        raise ConfigError(f"{path}: trainer.monitor={cfg.trainer.monitor} needs model.fusion.track=true "
                           "(only the person track logs it)")
     return cfg

@@ -11,6 +11,7 @@ from bench.config import from_dict
 from bench.format import Sample
 from bench.protocol import accuracy_by_setting, unit_scores
 from inputs.items import ViewSet
+from inputs.track import UNSEEN
 from model import build_model
 from training.config import TrainConfig
 from training.losses import CrossViewCriterion
@@ -76,9 +77,13 @@ class CrossViewModule(L.LightningModule):
         self.log("val/loss", losses["loss"], batch_size=len(batch["answer"]), sync_dist=True)
         if "track_logits" in out:  # the person track's per-frame state accuracy (inputs/track.py)
             keep = self.criterion.track_positions(batch)
+            hits = out["track_logits"].argmax(-1) == batch["track_target"]
             if keep.any():
-                hit = (out["track_logits"].argmax(-1) == batch["track_target"])[keep].float().mean()
-                self.log("val/track_acc", hit, batch_size=int(keep.sum()), sync_dist=True)
+                self.log("val/track_acc", hits[keep].float().mean(), batch_size=int(keep.sum()), sync_dist=True)
+            seen = keep & (batch["track_target"] != UNSEEN)  # frames that show the person: the
+            if seen.any():                                  # majority class "unseen" left out
+                self.log("val/track_seen_acc", hits[seen].float().mean(), batch_size=int(seen.sum()),
+                         sync_dist=True)
         right = (out["option_logits"].argmax(-1) == batch["answer"]).tolist()
         for index, ok in zip(batch["index"].tolist(), right):
             self._val[index] = bool(ok)
