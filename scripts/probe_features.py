@@ -17,6 +17,11 @@ Five probes, each a small classifier on frozen features (no question, no languag
   the ``meta.observations`` of repetition_count / limb_repetition_count questions. The frame
   is not told which person is asked, so the probe reads "someone in it is airborne"; in these
   clips the asked person is the one who jumps or waves.
+* ``shirt_colour_marks``: the same probe on every person mark of a spatial image, labelled from
+  the rebuilt scene (as ``posture``): about eight times as many val marks as ``shirt_colour``,
+  whose labels exist only where an attribute question recorded the shirt (35 val marks on the
+  default benchmark: one mark is 2.9 points). A mark whose torso the view hides keeps its
+  person's shirt, so this probe's ceiling is a little under 100 %.
 * ``posture``: the whole-body posture (bench.synth.captions.POSTURES: standing, crouching,
   sitting, reaching, foot up, ...) of a marked person, from the same 2x2 RoIAlign (linear).
   Labels: each spatial scene is rebuilt from the benchmark's stored generator config and seed
@@ -107,12 +112,12 @@ def shirt_labels(bench) -> list[tuple[str, tuple[float, float, float, float], st
     return rows
 
 
-def posture_labels(bench_file: Path, bench) -> list[tuple[str, tuple[float, float, float, float], str]]:
-    """(image path, mark box, posture) for every person mark on a spatial image of ``bench``."""
+def mark_labels(bench_file: Path, bench, attribute) -> list[tuple[str, tuple[float, float, float, float], str]]:
+    """(image path, mark box, ``attribute(person)``) for every person mark on a spatial image of
+    ``bench``: each spatial scene is rebuilt from the stored generator config and seed."""
     import numpy as np
 
     from bench.config import from_dict
-    from bench.synth.captions import posture_of
     from bench.synth.config import SynthConfig
     from bench.synth.scene import sample_scene
     doc = json.loads(bench_file.read_text())
@@ -126,18 +131,30 @@ def posture_labels(bench_file: Path, bench) -> list[tuple[str, tuple[float, floa
             continue
         if s.scene not in people:
             scene = sample_scene(np.random.default_rng([synth.seed, 2, int(s.scene[1:])]), synth, s.scene)
-            people[s.scene] = {p.pid: posture_of(p.pose) for p in scene.persons}
+            people[s.scene] = {p.pid: attribute(p) for p in scene.persons}
         frames = {(v.view_id, f.t): f.image for v in s.views for f in v.frames}
         for mark in s.marks:
-            posture = people[s.scene].get(mark.entity) if mark.entity else None
+            label = people[s.scene].get(mark.entity) if mark.entity else None
             image = frames.get((mark.view_id, mark.t))
-            if posture is None or image is None:
+            if label is None or image is None:
                 continue
             key = (str(bench.image_path(image).resolve()), tuple(mark.box))
             if key not in seen:
                 seen.add(key)
-                rows.append((key[0], key[1], posture))
+                rows.append((key[0], key[1], label))
     return rows
+
+
+def posture_labels(bench_file: Path, bench) -> list[tuple[str, tuple[float, float, float, float], str]]:
+    """(image path, mark box, posture) for every person mark on a spatial image of ``bench``."""
+    from bench.synth.captions import posture_of
+    return mark_labels(bench_file, bench, lambda person: posture_of(person.pose))
+
+
+def shirt_mark_labels(bench_file: Path, bench) -> list[tuple[str, tuple[float, float, float, float], str]]:
+    """(image path, mark box, shirt colour) for every person mark on a spatial image of ``bench``
+    (the scene's truth: a mark whose torso the view hides keeps its person's shirt)."""
+    return mark_labels(bench_file, bench, lambda person: person.shirt)
 
 
 def _standardise(train: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor]:
@@ -228,12 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     shirts_tr, shirts_va = shirt_labels(train), shirt_labels(held)
     postures_tr = posture_labels(root / "train" / "benchmark.json", train)
     postures_va = posture_labels(root / args.held_out / "benchmark.json", held)
+    marks_tr = shirt_mark_labels(root / "train" / "benchmark.json", train)
+    marks_va = shirt_mark_labels(root / args.held_out / "benchmark.json", held)
     if not counts_tr or not counts_va:
         raise SystemExit(f"{root}: no count labels in train/{args.held_out} (needs count_in_view or "
                          "dedup_count questions with meta.observations, as the synthetic generator writes)")
     states = {name: (frame_state_labels(train, task), frame_state_labels(held, task))
               for name, task in TEMPORAL_STATES.items()}
-    paths = sorted(set(counts_tr) | set(counts_va) | {r[0] for r in shirts_tr + shirts_va + postures_tr + postures_va}
+    paths = sorted(set(counts_tr) | set(counts_va) | {r[0] for r in shirts_tr + shirts_va + marks_tr + marks_va + postures_tr + postures_va}
                    | {p for pair in states.values() for labels in pair for p in labels})
     table = cache.table(paths, desc="encoding probe images")
     n_patch = table.patch_tokens.shape[1]
@@ -265,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
 
     C = table.patch_tokens.shape[-1]
     for probe, (rows_tr, rows_va) in {"shirt_colour": (shirts_tr, shirts_va),
+                                      "shirt_colour_marks": (marks_tr, marks_va),
                                       "posture": (postures_tr, postures_va)}.items():
         if not rows_tr or not rows_va:
             continue
@@ -283,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    for probe in ("count", "shirt_colour", "posture", *TEMPORAL_STATES):
+    for probe in ("count", "shirt_colour", "shirt_colour_marks", "posture", *TEMPORAL_STATES):
         if probe not in result:
             continue
         r = result[probe]

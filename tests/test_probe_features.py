@@ -108,3 +108,24 @@ def test_frame_state_labels_take_each_seen_frame_of_the_asked_person(tmp_path: P
     path = lambda v, f: str((tmp_path / f"images/t0/cam{v}_f{f:02d}.png").resolve())  # noqa: E731
     assert labels == {path(0, 0): 0, path(0, 1): 1, path(1, 2): 0}
     assert probe.frame_state_labels(bench, "limb_repetition_count") == {}
+
+
+def test_shirt_mark_labels_cover_every_spatial_mark_with_the_scene_shirt(synth: Path):
+    import numpy as np
+
+    from bench.synth.scene import sample_scene
+    bench = load_benchmark(synth / "train", check_images=False)
+    rows = probe.shirt_mark_labels(synth / "train" / "benchmark.json", bench)
+    postures = probe.posture_labels(synth / "train" / "benchmark.json", bench)
+    assert [(p, b) for p, b, _ in rows] == [(p, b) for p, b, _ in postures]  # the same marks
+    assert len(rows) >= len(probe.shirt_labels(bench))
+    cfg = load_config(SynthConfig, None, ["n_scenes=12", "render.width=64", "render.height=64"])
+    by_key = {(p, tuple(b)): c for p, b, c in rows}
+    for s in bench.samples:
+        if not s.marks or not s.marks[0].entity:
+            continue
+        scene = sample_scene(np.random.default_rng([cfg.seed, 2, int(s.scene[1:])]), cfg, s.scene)
+        frames = {(v.view_id, f.t): f.image for v in s.views for f in v.frames}
+        m = s.marks[0]
+        key = (str(bench.image_path(frames[(m.view_id, m.t)]).resolve()), tuple(m.box))
+        assert by_key[key] == scene.person(m.entity).shirt
