@@ -53,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         message = str(err) if isinstance(err, CheckpointError) else describe_failure(err).removeprefix("ERROR ")
         print("error: " + " ".join(message.split()), file=sys.stderr)
         return 1
-    if metrics:
+    if metrics and "by_task" not in metrics:  # eval.enabled=false (a stage): trained, not scored
+        best = ", ".join(f"{k} {v}" for k, v in (metrics.get("best_monitor") or {}).items())
+        print(f"\ntrained, not evaluated (eval.enabled=false); best epoch by {best or 'no monitor'}")
+        print(f"run folder: {metrics.get('run_dir')}")
+    elif metrics:
         from eval.report import render_ci_table, render_cvbench_table, render_ssmn_table
         print("\nSSMNBench-style (accuracy %, by view setting):\n" + render_ssmn_table([("crossview", metrics)]))
         print("\nCVBench-style (accuracy %, by axis x granularity):\n" + render_cvbench_table([("crossview", metrics)]))

@@ -89,3 +89,16 @@ def test_monitoring_the_track_needs_the_track():
     with pytest.raises(ConfigError, match="model.fusion.track=true"):
         load_train_config("configs/default.yaml", ["trainer.monitor=val/track_acc"])
     assert load_train_config("configs/track_stage.yaml").trainer.monitor == "val/track_seen_acc"
+
+
+def test_train_py_says_a_stage_was_not_scored(monkeypatch, capsys):
+    """eval.enabled=false (the stage): no empty result tables, the monitor's best figure instead."""
+    import training.run
+    from train import main as train_main
+    fake = {"fit_seconds": 1.0, "run_dir": "checkpoints/stage", "best_val_acc": None,
+            "best_monitor": {"val/track_seen_acc": 0.3285}}
+    monkeypatch.setattr(training.run, "train", lambda cfg, config_name, resume: fake)
+    assert train_main(["--config", "configs/track_stage.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "not evaluated" in out and "val/track_seen_acc 0.3285" in out and "checkpoints/stage" in out
+    assert "SSMNBench" not in out
