@@ -112,49 +112,60 @@ def shirt_labels(bench) -> list[tuple[str, tuple[float, float, float, float], st
     return rows
 
 
-def mark_labels(bench_file: Path, bench, attribute) -> list[tuple[str, tuple[float, float, float, float], str]]:
-    """(image path, mark box, ``attribute(person)``) for every person mark on a spatial image of
-    ``bench``: each spatial scene is rebuilt from the stored generator config and seed."""
+def mark_labels(bench_file: Path, bench, attributes: dict) -> dict[str, list[tuple[str, tuple[float, float, float, float], str]]]:
+    """Per name in ``attributes`` (name -> function of a scene person): (image path, mark box,
+    label) for every person mark on a spatial image of ``bench``. Each spatial scene is rebuilt
+    once from the stored generator config and seed, whatever the number of attributes."""
     import numpy as np
 
     from bench.config import from_dict
     from bench.synth.config import SynthConfig
     from bench.synth.scene import sample_scene
     doc = json.loads(bench_file.read_text())
+    rows: dict[str, list] = {name: [] for name in attributes}
     if "config" not in doc:
-        return []
+        return rows
     synth = from_dict(SynthConfig, doc["config"])
-    people: dict[str, dict[int, str]] = {}
-    rows, seen = [], set()
+    people: dict[str, dict] = {}
+    seen = set()
     for s in bench.samples:
         if s.axis != "spatial" or not s.scene.startswith("s"):
             continue
         if s.scene not in people:
             scene = sample_scene(np.random.default_rng([synth.seed, 2, int(s.scene[1:])]), synth, s.scene)
-            people[s.scene] = {p.pid: attribute(p) for p in scene.persons}
+            people[s.scene] = {p.pid: p for p in scene.persons}
         frames = {(v.view_id, f.t): f.image for v in s.views for f in v.frames}
         for mark in s.marks:
-            label = people[s.scene].get(mark.entity) if mark.entity else None
+            person = people[s.scene].get(mark.entity) if mark.entity else None
             image = frames.get((mark.view_id, mark.t))
-            if label is None or image is None:
+            if person is None or image is None:
                 continue
             key = (str(bench.image_path(image).resolve()), tuple(mark.box))
             if key not in seen:
                 seen.add(key)
-                rows.append((key[0], key[1], label))
+                for name, attribute in attributes.items():
+                    rows[name].append((key[0], key[1], attribute(person)))
     return rows
+
+
+def _posture(person) -> str:
+    from bench.synth.captions import posture_of
+    return posture_of(person.pose)
+
+
+def _shirt(person) -> str:
+    return person.shirt
 
 
 def posture_labels(bench_file: Path, bench) -> list[tuple[str, tuple[float, float, float, float], str]]:
     """(image path, mark box, posture) for every person mark on a spatial image of ``bench``."""
-    from bench.synth.captions import posture_of
-    return mark_labels(bench_file, bench, lambda person: posture_of(person.pose))
+    return mark_labels(bench_file, bench, {"posture": _posture})["posture"]
 
 
 def shirt_mark_labels(bench_file: Path, bench) -> list[tuple[str, tuple[float, float, float, float], str]]:
     """(image path, mark box, shirt colour) for every person mark on a spatial image of ``bench``
     (the scene's truth: a mark whose torso the view hides keeps its person's shirt)."""
-    return mark_labels(bench_file, bench, lambda person: person.shirt)
+    return mark_labels(bench_file, bench, {"shirt": _shirt})["shirt"]
 
 
 def _standardise(train: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor]:
@@ -243,10 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     train, held = (load_benchmark(root / split, check_images=False) for split in ("train", args.held_out))
     counts_tr, counts_va = count_labels(train), count_labels(held)
     shirts_tr, shirts_va = shirt_labels(train), shirt_labels(held)
-    postures_tr = posture_labels(root / "train" / "benchmark.json", train)
-    postures_va = posture_labels(root / args.held_out / "benchmark.json", held)
-    marks_tr = shirt_mark_labels(root / "train" / "benchmark.json", train)
-    marks_va = shirt_mark_labels(root / args.held_out / "benchmark.json", held)
+    per_mark = {"posture": _posture, "shirt": _shirt}  # one scene rebuild per split for both
+    tr = mark_labels(root / "train" / "benchmark.json", train, per_mark)
+    va = mark_labels(root / args.held_out / "benchmark.json", held, per_mark)
+    postures_tr, postures_va, marks_tr, marks_va = tr["posture"], va["posture"], tr["shirt"], va["shirt"]
     if not counts_tr or not counts_va:
         raise SystemExit(f"{root}: no count labels in train/{args.held_out} (needs count_in_view or "
                          "dedup_count questions with meta.observations, as the synthetic generator writes)")

@@ -33,7 +33,7 @@ class DataConfig:
     limit_train: int = 0  # use only the first N training samples (0: all); for quick runs
     limit_val: int = 0  # use only the first N validation samples (0: all)
     tasks: list[str] = field(default_factory=list)  # train and validate on these tasks only (empty:
-    #   all); e.g. the person track's own stage (configs/stages/track.yaml). The test split is whole
+    #   all); e.g. the person track's own stage (configs/track_stage.yaml). The test split is whole
 
 
 @dataclass

@@ -68,7 +68,6 @@ def claim_run_dir(run_dir: Path, cfg: TrainConfig, resumed: bool = False) -> Pat
         except FileExistsError:
             continue
         return candidate
-    raise AssertionError("unreachable")
 
 
 def global_rank() -> int:
