@@ -18,6 +18,7 @@ from bench.format import Benchmark, Sample
 from inputs.features import FeatureTable
 from inputs.text import collate_text
 from inputs.track import IGNORE, track_targets
+from inputs.view_counts import view_count_targets
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
         "mark_role": roles, "mark_entity": entity, "mark_mask": mark_mask, "evidence_target": ev,
         "entity_evidence_target": ent_ev, "evidence_valid": torch.tensor(bool(spans)),
         "track_target": track_targets(sample.task, sample.meta, view_set.view_ids, n_t),
+        "count_target": view_count_targets(sample.meta, views, n_t),
         "prompt_ids": text["prompt_ids"], "option_ids": text["option_ids"],
         "answer": torch.tensor(sample.answer_index), "answer_valid": torch.tensor(view_set.answer_valid),
         "n_options": len(sample.options), "sample_index": view_set.sample_index, "setting": view_set.setting,
@@ -151,6 +153,7 @@ def collate(items: list[dict[str, Any]], table: FeatureTable, pad_id: int) -> di
     batch["image_hw"][~batch["view_mask"]] = 1.0
     batch["mark_entity"] = _pad([it["mark_entity"] for it in items], -1)
     batch["track_target"] = _pad([it["track_target"] for it in items], IGNORE)  # inputs/track.py
+    batch["count_target"] = _pad([it["count_target"] for it in items], IGNORE)  # inputs/view_counts.py
     batch.update(collate_text(items, pad_id))
     batch["answer"] = torch.stack([it["answer"] for it in items])
     batch["answer_valid"] = torch.stack([it["answer_valid"] for it in items])

@@ -21,6 +21,8 @@ OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 CLIP_LABEL_TOKEN_IDS = [[272 + i] for i in range(9)] + [[272, 271 + i] for i in range(6)]
 
 
+MAX_VIEW_COUNT = 7  # people-count classes 0..7 of model.view_counter (more people share class 7)
+
 @dataclass
 class BackboneConfig:
     """Frozen open_clip image tower; applied by the feature cache, not by CrossViewModel.
@@ -201,7 +203,7 @@ class ModelConfig:
 
     RANGES: ClassVar[dict] = {"d_model": ">= 1", "heads": ">= 1", "mlp_ratio": "> 0", "dropout": "[0, 1)",
                               "patch_dim": ">= 1", "pooled_dim": ">= 1", "time_scale": "> 0",
-                              "embed_std": "> 0"}
+                              "embed_std": "> 0", "view_counter": ">= 0"}
 
 
     d_model: int = 128  # width of every internal token
@@ -215,6 +217,9 @@ class ModelConfig:
     embed_std: Optional[float] = None  # init std of the additive learned embeddings (token type,
     # question position, mark label and role); None: PyTorch's N(0, 1), whose norm (~11 at d 128)
     # swamps what they are added to (docs/experiments.md, "Embedding scale")
+    view_counter: int = 0  # > 0: a per-frame DeepSets people counter of this hidden width reads
+    #   every frame's patches and adds to its frame token (model/view_encoder.py ViewCounter;
+    #   supervised by loss.view_count); 0: none
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     camera: CameraConfig = field(default_factory=CameraConfig)
     entity: EntityConfig = field(default_factory=EntityConfig)

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
-from model.config import CLIP_LABEL_TOKEN_IDS, ModelConfig
+from model.config import CLIP_LABEL_TOKEN_IDS, MAX_VIEW_COUNT, ModelConfig
 from model.entities import EntityTokenizer
 from model.entity_attention import EntityAttention
 from model.evidence import EvidenceHead, gate_bias
@@ -35,7 +35,10 @@ from model.fusion import BagOfFramesPrefix, FusionTransformer, PrefixReader
 from model.language_head import LanguageHead, build_gpt2, load_causal_lm
 from model.readers import FrameReader, OptionReader, masked_mean
 from model.track import PersonTrack
-from model.view_encoder import ViewEncoder
+from model.view_encoder import ViewCounter, ViewEncoder
+
+
+VIEW_COUNT_CLASSES = MAX_VIEW_COUNT + 1  # 0 .. MAX_VIEW_COUNT people (inputs/view_counts.py)
 
 
 def label_token_table(cfg: ModelConfig):
@@ -103,6 +106,9 @@ class CrossViewModel(nn.Module):
         if cfg.fusion.enabled and cfg.fusion.track:
             self.track = PersonTrack(cfg, cfg.fusion.track_states)
             self.track_to_lm = nn.Linear(cfg.d_model, cfg.lm_width)
+        # Created last too: the per-frame people counter (model.view_counter).
+        self.view_counter: Optional[ViewCounter] = (
+            ViewCounter(cfg, VIEW_COUNT_CLASSES) if cfg.view_counter else None)
         table, table_mask = label_token_table(cfg)
         self.register_buffer("label_token_ids", table, persistent=False)
         self.register_buffer("label_token_mask", table_mask, persistent=False)
@@ -145,6 +151,8 @@ class CrossViewModel(nn.Module):
             prefix (B, K, W): the LM prefix embeddings.
             track_logits (B, V, T, S): per-(view, frame) state logits of the person track
                 (only with fusion.track).
+            count_logits (B, V, T, K): people-count logits of every frame, K = MAX_VIEW_COUNT + 1
+                (only with model.view_counter).
         """
         views = self.encode_views(batch)
         entities, projected = self.encode_entities(views, batch)
@@ -165,6 +173,8 @@ class CrossViewModel(nn.Module):
             scores["option_logits"] = scores["option_logits"] + self.clip_prior(batch)
         if track is not None:
             entity_out["track_logits"] = track["state_logits"]
+        if "count_logits" in views:
+            entity_out["count_logits"] = views["count_logits"]
         return {**scores, **entity_out,
                 "evidence_logits": evidence["frame"],
                 "entity_evidence_logits": evidence["entity"].view(batch["mark_mask"].shape),
@@ -177,6 +187,10 @@ class CrossViewModel(nn.Module):
         frame. Adds "frame_mask" (B, V, T): a real frame of a real view."""
         views = self.view_encoder(batch)
         views["frame_mask"] = batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+        if self.view_counter is not None:
+            counted = self.view_counter(batch["patch_tokens"])
+            views["frame"] = views["frame"] + counted["token"]
+            views["count_logits"], views["count_cells"] = counted["logits"], counted["cells"]
         return views
 
     def encode_entities(self, views: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
@@ -186,6 +200,11 @@ class CrossViewModel(nn.Module):
         label_prior = self.label_prior()
         entities = self.entity_tokenizer(views["patch"], views["grid"], batch, views["offset"],
                                          label_prior)
+        if self.view_counter is not None:  # what each mark's box holds, counted (model/view_encoder.py)
+            region = self.view_counter.regions(views["count_cells"], batch["mark_boxes"], batch["image_hw"],
+                                               views["grid"])
+            b, n, d = entities["tokens"].shape
+            entities["tokens"] = entities["tokens"] + region.reshape(b, n, d) * entities["mask"].unsqueeze(-1)
         projected = None
         if self.cfg.entity.project and self.cfg.camera.enabled:
             projected = self.entity_tokenizer.project(views["patch"], views["grid"], batch,

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from model.config import ModelConfig
+from model.config import MAX_VIEW_COUNT, ModelConfig
 
 
 def look_at_camera(eye: torch.Tensor, target: torch.Tensor, focal: float, width: int, height: int):
@@ -65,6 +65,8 @@ def random_batch(cfg: ModelConfig, views: Sequence[int], frames: Sequence[int],
         "option_valid": torch.zeros(b, o_max, dtype=torch.bool),
         # The person track's recorded states (inputs/track.py): random ids on real frames.
         "track_target": torch.full((b, v_max, t_max), -100, dtype=torch.long),
+        # The generator's per-frame people counts (inputs/view_counts.py): random on real frames.
+        "count_target": torch.full((b, v_max, t_max), -100, dtype=torch.long),
     }
     vocab = cfg.lm.vocab_size
     for i, (nv, nt, no) in enumerate(zip(views, frames, options)):
@@ -72,6 +74,7 @@ def random_batch(cfg: ModelConfig, views: Sequence[int], frames: Sequence[int],
         batch["frame_mask"][i, :nv, :nt] = True
         own = torch.Generator().manual_seed(i)  # not ``gen``: the other fields stay as they were
         batch["track_target"][i, :nv, :nt] = torch.randint(0, cfg.fusion.track_states, (nv, nt), generator=own)
+        batch["count_target"][i, :nv, :nt] = torch.randint(0, MAX_VIEW_COUNT + 1, (nv, nt), generator=own)
         labels = torch.randperm(cfg.entity.max_label, generator=gen) + 1
         used = 0
         for v in range(nv):

@@ -147,3 +147,63 @@ class ViewEncoder(nn.Module):
         frame = self.drop(self.pooled_proj(batch["pooled"]) + tokens_mean)
         return {"patch": PatchTokens(self, patches, spatial, time), "frame": self.norm(frame),
                 "offset": offset, "grid": (gh, gw)}
+
+
+class ViewCounter(nn.Module):
+    """How many people a frame shows, and a marked region of it, from its patches
+    (``model.view_counter`` = hidden width).
+
+    The frame token is a linear function of the mean patch, and a count is not: the number of
+    people is a sum over cells of a non-linear "this cell holds a person" feature. So a
+    DeepSets counter (a per-cell MLP, summed over the grid and scaled by 1 / sqrt(P)) reads every
+    frame; its sum goes to count logits (``count_logits``, trained by ``loss.view_count`` on the
+    generator's per-view counts, inputs/view_counts.py) and, through a zero-initialised
+    projection, is added to the frame token. The same cell features summed over a mark's box
+    (each cell weighted by the share of it the box covers) go, through a second zero-initialised
+    projection, to that mark's entity token: a question names a view by a mark ("the image with
+    the frame labelled 1" is a mark around the whole image), so the count has to reach the mark
+    the text names. At the start the model is unchanged, and the answer loss decides how much
+    of the counts the rest of the model reads.
+    """
+
+    def __init__(self, cfg: ModelConfig, n_counts: int):
+        super().__init__()
+        h = cfg.view_counter
+        self.norm = nn.LayerNorm(cfg.patch_dim)
+        self.phi = nn.Sequential(nn.Linear(cfg.patch_dim, h), nn.GELU(), nn.Linear(h, h), nn.GELU())
+        self.head = nn.Sequential(nn.Linear(h, h), nn.GELU(), nn.Linear(h, n_counts))
+        self.to_token = nn.Linear(h, cfg.d_model)
+        self.to_entity = nn.Linear(h, cfg.d_model)
+        for layer in (self.to_token, self.to_entity):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, patches: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """patches (..., P, C) frozen features -> "logits" (..., n_counts), "token" (..., D),
+        "cells" (..., P, h) the per-cell features (scaled by 1 / sqrt(P))."""
+        cells = self.phi(self.norm(patches)) / math.sqrt(patches.shape[-2])
+        summed = cells.sum(-2)
+        return {"logits": self.head(summed), "token": self.to_token(summed), "cells": cells}
+
+    def regions(self, cells: torch.Tensor, boxes: torch.Tensor, image_hw: torch.Tensor,
+                grid: tuple) -> torch.Tensor:
+        """(B, V, T, M, D) entity-token additions: ``cells`` (B, V, T, P, h) summed over each box
+        of ``boxes`` (B, V, T, M, 4) pixel x0 y0 x1 y1, a cell weighted by the share of its area
+        inside the box; ``image_hw`` (B, V, 2), ``grid`` (gh, gw)."""
+        gh, gw = grid
+        hw = image_hw.to(cells.dtype)
+        ch, cw = hw[..., 0] / gh, hw[..., 1] / gw  # (B, V) cell height, width in pixels
+        ys = torch.arange(gh, device=cells.device, dtype=cells.dtype)
+        xs = torch.arange(gw, device=cells.device, dtype=cells.dtype)
+        box = boxes.to(cells.dtype)
+
+        def overlap(lo, hi, idx, size):  # (B, V, T, M, n): share of each cell row / column inside [lo, hi]
+            c0 = idx * size[:, :, None, None, None]
+            c1 = c0 + size[:, :, None, None, None]
+            inter = torch.minimum(hi.unsqueeze(-1), c1) - torch.maximum(lo.unsqueeze(-1), c0)
+            return inter.clamp_min(0) / size[:, :, None, None, None]
+
+        oy = overlap(box[..., 1], box[..., 3], ys, ch)  # (B, V, T, M, gh)
+        ox = overlap(box[..., 0], box[..., 2], xs, cw)  # (B, V, T, M, gw)
+        share = (oy.unsqueeze(-1) * ox.unsqueeze(-2)).flatten(-2)  # (B, V, T, M, P) row-major
+        return self.to_entity(torch.einsum("bvtmp,bvtph->bvtmh", share, cells))

@@ -77,6 +77,8 @@ def test_script_writes_its_figures(synth: Path, tmp_path: Path):
     for key in ("majority_val_acc", "all"):
         assert key in result["count"]
     assert {"train_acc", "val_acc", "val_within_one"} <= set(result["count"]["all"])
+    assert result["count_every_image"]["n_train"] > result["count"]["n_train"]  # every image, not only counted ones
+    assert "val_within_one" in result["count_every_image"]["all"]
 
 
 def test_posture_labels_come_from_the_rebuilt_scene(synth: Path):
@@ -129,3 +131,22 @@ def test_shirt_mark_labels_cover_every_spatial_mark_with_the_scene_shirt(synth: 
         m = s.marks[0]
         key = (str(bench.image_path(frames[(m.view_id, m.t)]).resolve()), tuple(m.box))
         assert by_key[key] == scene.person(m.entity).shirt
+
+
+def test_count_every_image_labels_every_image_with_the_view_record(synth: Path, tmp_path: Path):
+    bench = load_benchmark(synth / "train", check_images=False)
+    every = probe.count_every_image_labels(bench)
+    images = {str(bench.image_path(f.image).resolve()) for s in bench.samples for v in s.views for f in v.frames}
+    assert set(every) == images
+    counted = probe.count_labels(bench)
+    assert counted and all(every[p] == n for p, n in counted.items())  # what count_in_view asks for
+
+    from types import SimpleNamespace as NS  # clip frames: keyed by stem, the mark suffix dropped
+    views = [NS(view_id="cam0", frames=[NS(image="images/t0/cam0_f00.png"), NS(image="images/t0/cam0_f01_m0a1b.png")])]
+    stats = {"cam0_f00": [2, 3, 1], "cam0_f01": [9, 9, 0]}
+    clip = NS(samples=[NS(id="t0-q0", views=views, meta={"view_stats": stats})], image_path=lambda rel: tmp_path / rel)
+    assert probe.count_every_image_labels(clip) == {str((tmp_path / "images/t0/cam0_f00.png").resolve()): 2,
+                                                    str((tmp_path / "images/t0/cam0_f01_m0a1b.png").resolve()): 7}
+    views[0].frames.append(NS(image="images/t0/cam0_f02.png"))
+    with pytest.raises(ValueError, match="t0-q0.*cam0_f02"):
+        probe.count_every_image_labels(clip)

@@ -51,7 +51,7 @@ class AugmentConfig:
 @dataclass
 class LossConfig:
     RANGES: ClassVar[dict] = {"answer": ">= 0", "evidence": ">= 0", "entity_evidence": ">= 0", "identity": ">= 0",
-                              "track": ">= 0"}
+                              "track": ">= 0", "view_count": ">= 0"}
 
     answer: float = 1.0  # weight of the option cross-entropy
     evidence: float = 0.2  # weight of the (view, frame) evidence BCE
@@ -59,6 +59,8 @@ class LossConfig:
     identity: float = 0.1  # weight of the cross-view identity-consistency loss on entity embeddings
     track: float = 0.5  # weight of the person track's per-(view, frame) state CE (only with
     #   model.fusion.track; targets from the generator's metadata, inputs/track.py)
+    view_count: float = 0.5  # weight of the per-frame people-count CE (only with
+    #   model.view_counter; targets from the generator's per-view record, inputs/view_counts.py)
 
 
 @dataclass

@@ -11,7 +11,8 @@ from training.config import LossConfig
 
 class CrossViewCriterion(nn.Module):
     """answer CE + evidence BCE + per-mark evidence BCE (+ identity consistency) (+ the person
-    track's per-frame state CE, when the model has a track).
+    track's per-frame state CE, when the model has a track) (+ the per-frame people-count CE, when
+    the model has a view counter).
 
     ``forward(outputs, batch)`` returns ``{"loss": total, "loss_answer": ..., ...}``; each
     term is averaged over the positions it is defined on, so an all-masked term is 0, not NaN.
@@ -21,7 +22,7 @@ class CrossViewCriterion(nn.Module):
         super().__init__()
         self.weights = {"answer": cfg.answer, "evidence": cfg.evidence,
                         "entity_evidence": cfg.entity_evidence, "identity": cfg.identity,
-                        "track": cfg.track}
+                        "track": cfg.track, "view_count": cfg.view_count}
 
     @staticmethod
     def loss_answer(out: dict, batch: dict) -> torch.Tensor:
@@ -55,6 +56,21 @@ class CrossViewCriterion(nn.Module):
         0 for a batch without records (spatial questions)."""
         logits, target = out["track_logits"], batch["track_target"]
         keep = CrossViewCriterion.track_positions(batch)
+        if not keep.any():
+            return logits.sum() * 0.0
+        return F.cross_entropy(logits[keep], target[keep])
+
+    @staticmethod
+    def count_positions(batch: dict) -> torch.Tensor:
+        """(B, V, T) bool: real frames of real views with a recorded people count."""
+        return (batch["count_target"] != IGNORE) & batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+
+    @staticmethod
+    def loss_view_count(out: dict, batch: dict) -> torch.Tensor:
+        """CE of the per-frame people-count logits (B, V, T, K) on the recorded counts of real
+        frames; 0 for a batch without records."""
+        logits, target = out["count_logits"], batch["count_target"]
+        keep = CrossViewCriterion.count_positions(batch)
         if not keep.any():
             return logits.sum() * 0.0
         return F.cross_entropy(logits[keep], target[keep])
@@ -95,6 +111,8 @@ class CrossViewCriterion(nn.Module):
             terms["identity"] = self.loss_identity(out, batch)
         if "track_logits" in out and self.weights["track"] > 0:
             terms["track"] = self.loss_track(out, batch)
+        if "count_logits" in out and "count_target" in batch and self.weights["view_count"] > 0:
+            terms["view_count"] = self.loss_view_count(out, batch)
         losses = {f"loss_{k}": v for k, v in terms.items()}
         losses["loss"] = sum(self.weights[k] * v for k, v in terms.items())
         return losses

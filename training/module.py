@@ -84,6 +84,11 @@ class CrossViewModule(L.LightningModule):
             if seen.any():                                  # majority class "unseen" left out
                 self.log("val/track_seen_acc", hits[seen].float().mean(), batch_size=int(seen.sum()),
                          sync_dist=True)
+        if "count_logits" in out and "count_target" in batch:  # the view counter (inputs/view_counts.py)
+            keep = self.criterion.count_positions(batch)
+            if keep.any():
+                hits = out["count_logits"].argmax(-1) == batch["count_target"]
+                self.log("val/count_acc", hits[keep].float().mean(), batch_size=int(keep.sum()), sync_dist=True)
         right = (out["option_logits"].argmax(-1) == batch["answer"]).tolist()
         for index, ok in zip(batch["index"].tolist(), right):
             self._val[index] = bool(ok)
