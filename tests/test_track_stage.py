@@ -102,3 +102,19 @@ def test_train_py_says_a_stage_was_not_scored(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "not evaluated" in out and "val/track_seen_acc 0.3285" in out and "checkpoints/stage" in out
     assert "SSMNBench" not in out
+
+
+def test_the_stage_trains_on_every_verified_question_of_the_default_benchmark():
+    """configs/track_stage.yaml reads configs/bench/verified.yaml: the default benchmark's config
+    with train_selection=verified and nothing else changed (so val and test are the default's)."""
+    from bench.config import load_config
+    from bench.synth.config import SynthConfig
+    from bench.config import to_dict
+    stage = load_train_config("configs/track_stage.yaml")
+    assert stage.data.generate_config == "configs/bench/verified.yaml"
+    assert stage.data.bench_dir != load_train_config("configs/default.yaml").data.bench_dir
+    verified = to_dict(load_config(SynthConfig, stage.data.generate_config))
+    default = to_dict(load_config(SynthConfig, "configs/bench/default.yaml"))
+    assert verified.pop("train_selection") == "verified" and default.pop("train_selection") == "balanced"
+    assert verified.pop("name") != default.pop("name")
+    assert verified == default
