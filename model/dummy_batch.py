@@ -103,6 +103,15 @@ def random_batch(cfg: ModelConfig, views: Sequence[int], frames: Sequence[int],
             batch["option_mask"][i, o, :length] = True
     return batch
 
+def with_answer_labels(batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """``batch`` plus the labels the criterion reads (training/losses.py): answer A on every
+    sample and no evidence targets, so a loss test sets only the target it is about."""
+    b = batch["frame_mask"].shape[0]
+    return dict(batch, answer=torch.zeros(b, dtype=torch.long), answer_valid=torch.ones(b, dtype=torch.bool),
+                evidence_valid=torch.zeros(b, dtype=torch.bool),
+                evidence_target=torch.zeros(batch["frame_mask"].shape),
+                entity_evidence_target=torch.zeros(batch["mark_mask"].shape))
+
 
 def permute_views(batch: Dict[str, torch.Tensor], order: List[int]) -> Dict[str, torch.Tensor]:
     """Reorder the view axis (dim 1) of every per-view tensor."""

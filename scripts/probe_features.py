@@ -78,7 +78,7 @@ def count_every_image_labels(bench) -> dict[str, int]:
     for every image of every sample that carries ``meta.view_stats`` (inputs/view_counts.py:
     a spatial view by its view id, a marked copy showing the same people; a clip frame by its
     file stem)."""
-    from inputs.view_counts import view_stats_key
+    from inputs.view_counts import image_count
     labels: dict[str, int] = {}
     for s in bench.samples:
         stats = (s.meta or {}).get("view_stats")
@@ -86,11 +86,11 @@ def count_every_image_labels(bench) -> dict[str, int]:
             continue
         for view in s.views:
             for frame in view.frames:
-                key = view_stats_key(stats, view.view_id, frame.image, len(view.frames))
-                if key is None:
+                n = image_count(s.meta, view.view_id, frame.image, len(view.frames))
+                if n is None:
                     raise ValueError(f"sample {s.id}: meta.view_stats has no entry for image {frame.image} "
                                      f"(view {view.view_id}; keys {sorted(stats)[:4]}...)")
-                labels[str(bench.image_path(frame.image).resolve())] = min(int(stats[key][0]), MAX_COUNT)
+                labels[str(bench.image_path(frame.image).resolve())] = n
     return labels
 
 

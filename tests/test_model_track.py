@@ -6,7 +6,7 @@ import torch
 from inputs.track import CHANNEL, IGNORE, STATE_ID, TRACK_STATES, UNSEEN, state_name, track_targets
 from model import build_model, tiny_model_config
 from model.config import FusionConfig
-from model.dummy_batch import permute_views, random_batch
+from model.dummy_batch import permute_views, random_batch, with_answer_labels
 from training.config import LossConfig
 from training.losses import CrossViewCriterion
 
@@ -130,12 +130,7 @@ def test_the_oracle_reads_the_recorded_states_and_only_then():
 def test_the_track_loss_is_masked_and_teaches_the_state_head():
     torch.manual_seed(0)
     model = build_model(_config()).train()
-    batch = random_batch(model.cfg, **CLIPS)
-    b = batch["frame_mask"].shape[0]
-    batch.update(answer=torch.zeros(b, dtype=torch.long), answer_valid=torch.ones(b, dtype=torch.bool),
-                 evidence_valid=torch.zeros(b, dtype=torch.bool),
-                 evidence_target=torch.zeros(batch["frame_mask"].shape),
-                 entity_evidence_target=torch.zeros(batch["mark_mask"].shape))
+    batch = with_answer_labels(random_batch(model.cfg, **CLIPS))
     crit = CrossViewCriterion(LossConfig(track=1.0, identity=0.0))
     spatial = dict(batch, track_target=torch.full_like(batch["track_target"], IGNORE))
     assert float(crit(model(spatial), spatial)["loss_track"]) == 0.0

@@ -10,7 +10,7 @@ from inputs.track import IGNORE
 from inputs.view_counts import MAX_COUNT, image_count, view_count_targets
 from model import build_model, tiny_model_config
 from model.config import ModelConfig
-from model.dummy_batch import permute_views, random_batch
+from model.dummy_batch import permute_views, random_batch, with_answer_labels
 from model.view_encoder import ViewCounter
 from training.config import LossConfig
 from training.losses import CrossViewCriterion
@@ -89,12 +89,7 @@ def test_the_counter_learns_a_count_the_cells_carry():
 def test_the_count_loss_is_masked_and_in_the_total():
     torch.manual_seed(0)
     model = build_model(_config()).train()
-    batch = random_batch(model.cfg, **CLIPS)
-    b = batch["frame_mask"].shape[0]
-    batch.update(answer=torch.zeros(b, dtype=torch.long), answer_valid=torch.ones(b, dtype=torch.bool),
-                 evidence_valid=torch.zeros(b, dtype=torch.bool),
-                 evidence_target=torch.zeros(batch["frame_mask"].shape),
-                 entity_evidence_target=torch.zeros(batch["mark_mask"].shape))
+    batch = with_answer_labels(random_batch(model.cfg, **CLIPS))
     out = model(batch)
     crit = CrossViewCriterion(LossConfig(view_count=1.0, identity=0.0))
     losses = crit(out, batch)

@@ -46,34 +46,40 @@ class CrossViewCriterion(nn.Module):
         return self._masked_bce(out["entity_evidence_logits"], batch["entity_evidence_target"], mask)
 
     @staticmethod
+    def _frame_positions(batch: dict, target: str) -> torch.Tensor:
+        """(B, V, T) bool: real frames of real views where ``batch[target]`` holds a record."""
+        return (batch[target] != IGNORE) & batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+
+    @staticmethod
+    def _frame_ce(logits: torch.Tensor, batch: dict, target: str) -> torch.Tensor:
+        """CE of per-frame logits (B, V, T, K) on ``batch[target]`` at its recorded frames; 0 for
+        a batch without records."""
+        keep = CrossViewCriterion._frame_positions(batch, target)
+        if not keep.any():
+            return logits.sum() * 0.0
+        return F.cross_entropy(logits[keep], batch[target][keep])
+
+    @staticmethod
     def track_positions(batch: dict) -> torch.Tensor:
         """(B, V, T) bool: real frames of real views with a recorded track state."""
-        return (batch["track_target"] != IGNORE) & batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+        return CrossViewCriterion._frame_positions(batch, "track_target")
 
     @staticmethod
     def loss_track(out: dict, batch: dict) -> torch.Tensor:
         """CE of the track's state logits (B, V, T, S) on the recorded states of real frames;
         0 for a batch without records (spatial questions)."""
-        logits, target = out["track_logits"], batch["track_target"]
-        keep = CrossViewCriterion.track_positions(batch)
-        if not keep.any():
-            return logits.sum() * 0.0
-        return F.cross_entropy(logits[keep], target[keep])
+        return CrossViewCriterion._frame_ce(out["track_logits"], batch, "track_target")
 
     @staticmethod
     def count_positions(batch: dict) -> torch.Tensor:
         """(B, V, T) bool: real frames of real views with a recorded people count."""
-        return (batch["count_target"] != IGNORE) & batch["frame_mask"] & batch["view_mask"].unsqueeze(-1)
+        return CrossViewCriterion._frame_positions(batch, "count_target")
 
     @staticmethod
     def loss_view_count(out: dict, batch: dict) -> torch.Tensor:
         """CE of the per-frame people-count logits (B, V, T, K) on the recorded counts of real
         frames; 0 for a batch without records."""
-        logits, target = out["count_logits"], batch["count_target"]
-        keep = CrossViewCriterion.count_positions(batch)
-        if not keep.any():
-            return logits.sum() * 0.0
-        return F.cross_entropy(logits[keep], target[keep])
+        return CrossViewCriterion._frame_ce(out["count_logits"], batch, "count_target")
 
     @staticmethod
     def loss_identity(out: dict, batch: dict, temperature: float = 0.1) -> torch.Tensor:
