@@ -265,15 +265,37 @@ class CrossViewModel(nn.Module):
                 views["patch"], views["frame_mask"], question, batch["prompt_mask"])
         track = None
         if self.track is not None:
-            oracle = None
-            if self.cfg.fusion.track_oracle:
-                if "track_target" not in batch:
-                    raise ValueError("model.fusion.track_oracle is on but the batch has no track_target "
-                                     "(inputs/items.py builds it from the generator's metadata)")
-                oracle = batch["track_target"]
-            track = self.track(views["patch"], views["frame_mask"], question, batch["prompt_mask"], oracle)
+            track = self.run_track(views, question, batch)
             groups["track"], masks["track"] = track["tokens"], track["mask"]
         return self.fusion(groups, masks), masks, track
+
+    def run_track(self, views: Dict[str, torch.Tensor], question: torch.Tensor,
+                  batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """The person track (model/track.py) on the views' patches and the question tokens;
+        with fusion.track_oracle the batch's recorded states replace the predicted ones."""
+        assert self.track is not None
+        oracle = None
+        if self.cfg.fusion.track_oracle:
+            if "track_target" not in batch:
+                raise ValueError("model.fusion.track_oracle is on but the batch has no track_target "
+                                 "(inputs/items.py builds it from the generator's metadata)")
+            oracle = batch["track_target"]
+        return self.track(views["patch"], views["frame_mask"], question, batch["prompt_mask"], oracle)
+
+    def forward_track(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Only what the person track's state logits depend on: the view encoder, the question
+        tokens and the track; no entities, fusion, evidence or language head. The track's own
+        stage (a loss with only ``loss.track``, configs/track_stage.yaml) trains through it at
+        about half the cost of ``forward`` per step, with the same track logits.
+
+        Returns:
+            track_logits (B, V, T, S), as ``forward`` returns them.
+        """
+        if self.track is None:
+            raise ValueError("forward_track needs model.fusion.enabled and model.fusion.track")
+        views = self.encode_views(batch)
+        track = self.run_track(views, self.question_tokens(batch["prompt_ids"]), batch)
+        return {"track_logits": track["state_logits"]}
 
     def question_tokens(self, ids: torch.Tensor) -> torch.Tensor:
         """Token ids (..., L) -> projected LM embeddings (..., L, D), LayerNormed with

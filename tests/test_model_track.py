@@ -1,6 +1,7 @@
 """The per-person track (model/track.py, fusion.track) and its targets (inputs/track.py)."""
 import dataclasses
 
+import pytest
 import torch
 
 from inputs.track import CHANNEL, IGNORE, STATE_ID, TRACK_STATES, UNSEEN, state_name, track_targets
@@ -145,3 +146,29 @@ def test_the_track_loss_is_masked_and_teaches_the_state_head():
     assert float(loss) < 0.5 * first
     weightless = CrossViewCriterion(LossConfig(track=0.0, identity=0.0))(model(batch), batch)
     assert "loss_track" not in weightless
+
+
+def test_forward_track_is_the_track_of_forward_and_trains_only_what_it_reads():
+    torch.manual_seed(0)
+    model = build_model(_config()).eval()
+    batch = with_answer_labels(random_batch(model.cfg, **CLIPS))
+    with torch.no_grad():
+        assert torch.allclose(model.forward_track(batch)["track_logits"], model(batch)["track_logits"], atol=1e-6)
+    crit = CrossViewCriterion(LossConfig(answer=0.0, evidence=0.0, entity_evidence=0.0, identity=0.0,
+                                         view_count=0.0, track=1.0))
+    assert crit.track_only and not CrossViewCriterion(LossConfig(track=1.0)).track_only
+    model.train()
+    grads = []
+    for run in (model, model.forward_track):
+        model.zero_grad(set_to_none=True)
+        losses = crit(run(batch), batch)
+        assert set(losses) == {"loss", "loss_track"}
+        losses["loss"].backward()
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+    full, track = grads
+    assert all((full[n] is None) == (track[n] is None) for n in full)
+    assert all(torch.allclose(full[n], track[n], atol=1e-6) for n in full if full[n] is not None)
+    assert all(g is None for n, g in track.items() if n.startswith(("language_head.lm.transformer.h", "fusion.", "evidence.", "entity_")))
+    assert any(g is not None and g.abs().sum() > 0 for n, g in track.items() if n.startswith("track."))
+    with pytest.raises(ValueError, match="fusion.track"):
+        build_model(_config(track=False)).forward_track(batch)

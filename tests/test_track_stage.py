@@ -69,6 +69,7 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
     assert track and all(t > 0 for t in track)
     assert answer == pytest.approx(track)  # the track's CE is the whole loss
     assert any(r.get("val/track_acc") for r in rows) and any(r.get("val/track_seen_acc") for r in rows)
+    assert not any(r.get("val/acc") or r.get("train/acc_step") for r in rows)  # the track path alone
     saved = json.loads((run / "metrics.json").read_text())
     assert saved["best_val_acc"] is None and set(saved["best_monitor"]) == {"val/track_seen_acc"}
 
@@ -89,6 +90,18 @@ def test_monitoring_the_track_needs_the_track():
     with pytest.raises(ConfigError, match="model.fusion.track=true"):
         load_train_config("configs/default.yaml", ["trainer.monitor=val/track_acc"])
     assert load_train_config("configs/track_stage.yaml").trainer.monitor == "val/track_seen_acc"
+
+
+def test_a_loss_of_the_track_alone_needs_the_track_and_its_monitor():
+    stage = load_train_config("configs/track_stage.yaml")
+    assert stage.loss.track_only  # the stage runs the model's track path alone
+    assert not load_train_config("configs/default.yaml").loss.track_only
+    from bench.config import ConfigError
+    with pytest.raises(ConfigError, match="monitor to val/track_acc or val/track_seen_acc"):
+        load_train_config("configs/track_stage.yaml", ["trainer.monitor=val/acc"])
+    only_track = [f"loss.{k}=0" for k in ("answer", "evidence", "entity_evidence", "identity", "view_count")]
+    with pytest.raises(ConfigError, match="model.fusion.track is off"):
+        load_train_config("configs/default.yaml", only_track + ["trainer.monitor=val/acc"])
 
 
 def test_train_py_says_a_stage_was_not_scored(monkeypatch, capsys):

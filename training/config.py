@@ -62,6 +62,14 @@ class LossConfig:
     view_count: float = 0.5  # weight of the per-frame people-count CE (only with
     #   model.view_counter; targets from the generator's per-view record, inputs/view_counts.py)
 
+    @property
+    def track_only(self) -> bool:
+        """Only the person track's state CE has a weight (the track's own stage,
+        configs/track_stage.yaml): training and validation run the model's track path alone
+        (CrossViewModel.forward_track), and validation scores the track, not answers."""
+        others = (self.answer, self.evidence, self.entity_evidence, self.identity, self.view_count)
+        return self.track > 0 and all(w == 0 for w in others)
+
 
 @dataclass
 class OptimConfig:
@@ -144,4 +152,10 @@ def load_train_config(path: str | Path | None = None, overrides: list[str] | Non
     if cfg.trainer.monitor.startswith("val/track") and not cfg.model.fusion.track:
         raise ConfigError(f"{path}: trainer.monitor={cfg.trainer.monitor} needs model.fusion.track=true "
                           "(only the person track logs it)")
+    if cfg.loss.track_only and not cfg.model.fusion.track:
+        raise ConfigError(f"{path}: loss.track is the only weighted loss term, but model.fusion.track is off "
+                          "(nothing would be trained)")
+    if cfg.loss.track_only and not cfg.trainer.monitor.startswith("val/track"):
+        raise ConfigError(f"{path}: loss.track is the only weighted loss term, so validation scores no answers; "
+                          f"set trainer.monitor to val/track_acc or val/track_seen_acc, not {cfg.trainer.monitor}")
     return cfg

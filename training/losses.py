@@ -20,6 +20,7 @@ class CrossViewCriterion(nn.Module):
 
     def __init__(self, cfg: LossConfig):
         super().__init__()
+        self.track_only = cfg.track_only  # the loss reads only ``track_logits``
         self.weights = {"answer": cfg.answer, "evidence": cfg.evidence,
                         "entity_evidence": cfg.entity_evidence, "identity": cfg.identity,
                         "track": cfg.track, "view_count": cfg.view_count}
@@ -108,6 +109,9 @@ class CrossViewCriterion(nn.Module):
         return total / max(count, 1)
 
     def forward(self, out: dict, batch: dict) -> dict[str, torch.Tensor]:
+        if self.track_only:
+            track = self.loss_track(out, batch)
+            return {"loss_track": track, "loss": self.weights["track"] * track}
         terms = {
             "answer": self.loss_answer(out, batch),
             "evidence": self.loss_evidence(out, batch),

@@ -48,16 +48,21 @@ class CrossViewModule(L.LightningModule):
         self.cfg = from_dict(TrainConfig, config)
         self.model = build_model(self.cfg.model)
         self.criterion = CrossViewCriterion(self.cfg.loss)
+        # The track's own stage: with only loss.track weighted, steps and validation run the
+        # model's track path (forward_track), and validation scores the track, not answers.
+        self.track_only = self.criterion.track_only
+        if self.track_only and self.model.track is None:  # load_train_config says so first
+            raise ValueError("loss.track is the only weighted loss term, but model.fusion.track is off")
         for name, param in self.model.named_parameters():
             if any(name.startswith(prefix) for prefix in self.cfg.freeze):
                 param.requires_grad_(False)
         self._val: dict[int, bool] = {}  # validation view-set index -> answered right (this rank's share)
 
     def forward(self, batch: dict) -> dict:
-        return self.model(batch)
+        return self.model.forward_track(batch) if self.track_only else self.model(batch)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        out = self.model(batch)
+        out = self(batch)
         losses = self.criterion(out, batch)
         size = len(batch["answer"])
         # sync_dist: epoch values averaged over ranks under DDP (a no-op in one process)
@@ -65,14 +70,14 @@ class CrossViewModule(L.LightningModule):
             self.log(f"train/{name}", value, batch_size=size, prog_bar=name == "loss", on_step=True, on_epoch=True,
                      sync_dist=True)
         valid = batch["answer_valid"]
-        if valid.any():
+        if not self.track_only and valid.any():
             acc = (out["option_logits"].argmax(-1) == batch["answer"])[valid].float().mean()
             self.log("train/acc", acc, batch_size=int(valid.sum()), prog_bar=True, on_step=True, on_epoch=True,
                      sync_dist=True)
         return losses["loss"]
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        out = self.model(batch)
+        out = self(batch)
         losses = self.criterion(out, batch)
         self.log("val/loss", losses["loss"], batch_size=len(batch["answer"]), sync_dist=True)
         if "track_logits" in out:  # the person track's per-frame state accuracy (inputs/track.py)
@@ -89,11 +94,15 @@ class CrossViewModule(L.LightningModule):
             if keep.any():
                 hits = out["count_logits"].argmax(-1) == batch["count_target"]
                 self.log("val/count_acc", hits[keep].float().mean(), batch_size=int(keep.sum()), sync_dist=True)
+        if self.track_only:
+            return
         right = (out["option_logits"].argmax(-1) == batch["answer"]).tolist()
         for index, ok in zip(batch["index"].tolist(), right):
             self._val[index] = bool(ok)
 
     def on_validation_epoch_end(self) -> None:
+        if self.track_only:
+            return
         # Each rank scored its own share of the view sets: sum the per-view-set flags over ranks
         # (Lightning's strategy reduce; a no-op in one process), so every rank scores all view
         # sets, not a mean of per-rank accuracies.
