@@ -73,6 +73,13 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
     saved = json.loads((run / "metrics.json").read_text())
     assert saved["best_val_acc"] is None and set(saved["best_monitor"]) == {"val/track_seen_acc"}
 
+    # scripts/probe_track.py scores the stage's head per task against the train majority
+    from test_probe_track import probe_track
+    assert probe_track.main([str(run / "best.ckpt"), "--out", str(tmp_path / "probe.json")]) == 0
+    probe = json.loads((tmp_path / "probe.json").read_text())["tasks"]
+    assert set(probe) == {"repetition_count", "all"} and probe["all"]["seen"] > 0
+    assert 0 <= probe["all"]["acc"] <= 100 and 0 <= probe["all"]["majority"] <= 100
+
     joint = tiny_config(splits, tmp_path, eval__enabled=False, run_name="joint",
                         init_from=str(run / "best.ckpt"))
     joint.model.fusion.track = True

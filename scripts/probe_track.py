@@ -1,0 +1,170 @@
+"""What has the person track's state head learnt? Per-task state accuracy against the majority class.
+
+    python scripts/probe_track.py checkpoints/<stage or joint run>/best.ckpt [--split val]
+        [--settings +0] [--ground-truth] [--out runs/probe_track.json]
+
+``val/track_seen_acc`` (the stage's monitor) is the state accuracy on the (view, frame) pairs
+that show the asked person, over every temporal task at once. Alone it does not say whether
+the head reads anything: most frames of a counting clip show the person standing, so one class
+per task is already right on most frames. This script scores a checkpoint's track
+(``CrossViewModel.forward_track``) on a split's temporal questions and prints, per task:
+
+* ``acc``: accuracy on the frames that show the person (the monitor, split by task);
+* ``majority``: the same figure for a head that always answers the task's most frequent
+  shown state in the *train* split: the floor the head must beat to have read the frames;
+* where the misses go: ``pred_unseen`` (the head says the person is not in view: the locator
+  missed them) and ``wrong_state`` (a state of the right channel, the wrong one);
+* ``unseen_acc``: accuracy on the frames that do not show the person.
+
+``--ground-truth`` reads the ground-truth grid's cache (scripts/probe_ceiling.py) instead of
+the tower's, for a stage trained there. Labels are the generator's per-frame records
+(inputs/track.py); nothing is trained here.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
+
+from inputs.track import CHANNEL, IGNORE, TRACK_STATES, UNSEEN, track_targets  # noqa: E402
+
+
+def majority_states(bench) -> dict[str, int]:
+    """Task -> its most frequent shown state (class id) over every view and frame of ``bench``."""
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for s in bench.samples:
+        if s.task not in CHANNEL:
+            continue
+        ids = [v.view_id for v in s.views]
+        n_frames = max((len(v.frames) for v in s.views), default=0)
+        target = track_targets(s.task, s.meta, ids, max(n_frames, 1))
+        counts[s.task].update(t for t in target.flatten().tolist() if t not in (IGNORE, UNSEEN))
+    return {task: c.most_common(1)[0][0] for task, c in counts.items() if c}
+
+
+def tally_frames(tally: dict, pred: torch.Tensor, target: torch.Tensor, tasks: list[str],
+                 majority: dict[str, int]) -> None:
+    """Add one batch to ``tally`` (task -> Counter): predicted and recorded (B, V, T) state ids."""
+    for row, task in enumerate(tasks):
+        c, floor = tally[task], majority.get(task)
+        for p, t in zip(pred[row].flatten().tolist(), target[row].flatten().tolist()):
+            if t == IGNORE:
+                continue
+            if t == UNSEEN:
+                c["unseen"] += 1
+                c["unseen_ok"] += p == UNSEEN
+                continue
+            c["seen"] += 1
+            c["ok"] += p == t
+            c["majority_ok"] += t == floor
+            c["pred_unseen"] += p != t and p == UNSEEN
+            c["wrong_state"] += p != t and p != UNSEEN
+
+
+def summarise(tally: dict) -> dict:
+    """Task -> figures in % of frames (None where a task has no such frame), plus an "all" row."""
+    rows = {task: tally[task] for task in sorted(tally)}
+    rows["all"] = sum(tally.values(), Counter())
+
+    def pct(a: int, b: int):
+        return round(100.0 * a / b, 1) if b else None
+
+    return {task: {"seen": c["seen"], "acc": pct(c["ok"], c["seen"]), "majority": pct(c["majority_ok"], c["seen"]),
+                   "pred_unseen": pct(c["pred_unseen"], c["seen"]), "wrong_state": pct(c["wrong_state"], c["seen"]),
+                   "unseen": c["unseen"], "unseen_acc": pct(c["unseen_ok"], c["unseen"])}
+            for task, c in rows.items()}
+
+
+def score_track(model, dataset, tasks: list[str], majority: dict[str, int], pad_id: int,
+                batch_size: int = 16) -> dict:
+    """Per-task figures (see the module docstring) of ``model.forward_track`` over ``dataset``.
+
+    Args:
+        model: a CrossViewModel with a track; dataset: a ViewSetDataset; tasks: the task of each
+            of its items; majority: ``majority_states`` of the train split; pad_id: the
+            tokenizer's padding id.
+    """
+    from inputs.items import collate
+    tally: dict[str, Counter] = defaultdict(Counter)
+    order = [i for i in range(len(dataset)) if tasks[i] in CHANNEL]
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            batch = collate([dataset[i] for i in idx], table=dataset.table, pad_id=pad_id)
+            pred = model.forward_track(batch)["track_logits"].argmax(-1)
+            tally_frames(tally, pred, batch["track_target"], [tasks[i] for i in idx], majority)
+    return summarise(tally)
+
+
+def markdown_table(figures: dict) -> str:
+    cols = ["seen", "acc", "majority", "pred_unseen", "wrong_state", "unseen", "unseen_acc"]
+    lines = ["| task | " + " | ".join(cols) + " |", "| :--- |" + " ---: |" * len(cols)]
+    for task, row in figures.items():
+        cells = ["–" if row[c] is None else str(row[c]) for c in cols]
+        lines.append(f"| {'**all**' if task == 'all' else task} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("ckpt", help="a checkpoint of a model with model.fusion.track on")
+    parser.add_argument("--split", default="val", help="split to score (the majority floor comes from train)")
+    parser.add_argument("--settings", nargs="+", default=["+0"], help="view settings of the protocol to score")
+    parser.add_argument("--ground-truth", action="store_true",
+                        help="read the ground-truth grid's cache (a stage trained by scripts/probe_ceiling.py)")
+    parser.add_argument("--out", default=None, help="also write the figures as JSON here")
+    args = parser.parse_args(argv)
+
+    from bench.format import load_benchmark
+    from inputs.text import build_tokenizer
+    from training.checkpoint import CheckpointError, checkpoint_config, load_module_from_checkpoint, read_checkpoint
+    from training.data import ViewSetDataset
+    from inputs.items import split_images
+    from training.datamodule import _tasks, protocol_view_sets
+    from training.run import build_components
+
+    try:
+        cfg = checkpoint_config(read_checkpoint(args.ckpt), args.ckpt)
+        module = load_module_from_checkpoint(args.ckpt).eval()
+    except (CheckpointError, FileNotFoundError) as err:
+        raise SystemExit(f"error: {err}")
+    if module.model.track is None:
+        raise SystemExit(f"error: {args.ckpt}: its model has no track (model.fusion.track is off)")
+    if args.ground_truth:
+        from probe_ceiling import GroundTruthCache  # scripts/ is on sys.path when run as a script
+        cache, tokenizer = GroundTruthCache(cfg.data.cache_dir), build_tokenizer(cfg.model)
+    else:
+        cache, tokenizer = build_components(cfg)
+    root = Path(cfg.data.bench_dir)
+    temporal = sorted(CHANNEL)
+    train = load_benchmark(root / "train", check_images=False)
+    held = load_benchmark(root / args.split, check_images=False)
+    present = [t for t in temporal if any(s.task == t for s in held.samples)]
+    if not present:
+        raise SystemExit(f"error: {root / args.split}: no temporal questions ({', '.join(temporal)})")
+    held = _tasks(held, present)
+    table = cache.table(split_images(held), desc=f"encoding {args.split} images")
+    sets = protocol_view_sets(held, args.settings, cfg.eval.seed)
+    dataset = ViewSetDataset(held, table, tokenizer, view_sets=sets)
+    tasks = [held.samples[vs.sample_index].task for vs in sets]
+    figures = score_track(module.model, dataset, tasks, majority_states(train), tokenizer.pad_id)
+    print(f"{args.ckpt}: the track's state accuracy on {args.split} ({' '.join(args.settings)}), % of frames; "
+          f"majority: the task's most frequent train state\n")
+    print(markdown_table(figures))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"ckpt": str(args.ckpt), "split": args.split, "settings": args.settings,
+                                              "states": len(TRACK_STATES), "tasks": figures}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""scripts/probe_track.py: the track's per-task state accuracy against the train majority."""
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import torch
+
+from inputs.track import IGNORE, STATE_ID, UNSEEN
+
+_spec = importlib.util.spec_from_file_location("probe_track", Path(__file__).parents[1] / "scripts" / "probe_track.py")
+probe_track = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probe_track)
+
+J0, J1 = STATE_ID["jump:0"], STATE_ID["jump:1"]
+
+
+def _figures(pred, target, tasks, majority):
+    tally = defaultdict(Counter)
+    probe_track.tally_frames(tally, torch.tensor(pred), torch.tensor(target), tasks, majority)
+    return probe_track.summarise(tally)
+
+
+def test_frames_are_split_into_hits_missed_persons_and_wrong_states():
+    # one clip, one view, six frames: two unrecorded, one unseen, three that show the person
+    target = [[[IGNORE, UNSEEN, J0, J0, J1, IGNORE]]]
+    pred = [[[J1, UNSEEN, J0, UNSEEN, J0, J1]]]
+    row = _figures(pred, target, ["repetition_count"], {"repetition_count": J0})["repetition_count"]
+    assert row["seen"] == 3 and row["acc"] == 33.3  # one of the three shown frames right
+    assert row["majority"] == 66.7  # "jump:0" is right on two of them
+    assert row["pred_unseen"] == 33.3 and row["wrong_state"] == 33.3
+    assert row["unseen"] == 1 and row["unseen_acc"] == 100.0
+
+
+def test_the_all_row_pools_frames_and_empty_figures_are_none():
+    target = [[[J1, J1]], [[UNSEEN, UNSEEN]]]
+    pred = [[[J1, J1]], [[J0, UNSEEN]]]
+    figures = _figures(pred, target, ["repetition_count", "trajectory"], {"repetition_count": J0})
+    assert figures["repetition_count"]["acc"] == 100.0 and figures["repetition_count"]["majority"] == 0.0
+    assert figures["trajectory"]["seen"] == 0 and figures["trajectory"]["acc"] is None
+    assert figures["trajectory"]["unseen_acc"] == 50.0
+    assert figures["all"]["seen"] == 2 and figures["all"]["unseen"] == 2 and figures["all"]["unseen_acc"] == 50.0
+
+
+def test_the_majority_state_is_counted_over_the_frames_that_show_the_person():
+    class View:
+        def __init__(self, view_id, n):
+            self.view_id, self.frames = view_id, [None] * n
+
+    class Sample:
+        def __init__(self, task, obs):
+            self.task = task
+            self.views = [View(v, len(o)) for v, o in obs.items()]
+            self.meta = {"observations": {v: {"obs": o} for v, o in obs.items()}}
+
+    class Bench:
+        samples = [Sample("repetition_count", {"a": ["1", "1", None, None], "b": [None, "0", "1", None]}),
+                   Sample("count_in_view", {"a": ["3"]})]  # not a track task: ignored
+
+    # "unseen" frames (None) outnumber the jumps but are not a shown state
+    assert probe_track.majority_states(Bench) == {"repetition_count": J1}
