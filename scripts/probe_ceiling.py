@@ -276,16 +276,7 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from bench.config import to_dict
-    from bench.format import load_benchmark
-    from inputs.checkpoint import read_checkpoint
-    from inputs.items import split_images
-    from inputs.text import build_tokenizer
-    from training.config import load_train_config
-    from training.module import CrossViewModule
-    from training.run import evaluate_module, train
-
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="configs/default.yaml")
     parser.add_argument("--out", default="runs/probe_ceiling.json")
@@ -302,7 +293,26 @@ def main(argv: list[str] | None = None) -> int:
                              "'transfer <split>'")
     parser.add_argument("overrides", nargs="*", help="training config key=value overrides")
     args = parser.parse_args(argv)
+    # --splits takes every word after it, so "--splits val trainer.max_epochs=40" would make the
+    # override a split name; a split name has no "=": such words are overrides
+    args.overrides += [s for s in args.splits if "=" in s]
+    args.splits = [s for s in args.splits if "=" not in s]
+    if not args.splits:
+        parser.error("--splits: name at least one split (val, test)")
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.config import to_dict
+    from bench.format import load_benchmark
+    from inputs.checkpoint import read_checkpoint
+    from inputs.items import split_images
+    from inputs.text import build_tokenizer
+    from training.config import load_train_config
+    from training.module import CrossViewModule
+    from training.run import evaluate_module, train
+
+    args = parse_args(argv)
     cfg = load_train_config(args.config, args.overrides)
     # the model is built for the features it reads (the backbone settings are then unused)
     cfg.model.patch_dim = cfg.model.pooled_dim = WIDTH

@@ -191,3 +191,13 @@ def test_script_trains_the_model_on_ground_truth(synth: Path, gt_cache: Path, tm
     predicted = [i for i in identities if i not in truth]
     assert len(truth) == 1 and len(predicted) == 1
     assert "-readout" in predicted[0] and "-only|pooled=cell-mean" in predicted[0]
+
+
+def test_overrides_after_splits_stay_overrides():
+    """--splits takes every word after it: a key=value among them is an override, not a split."""
+    args = pc.parse_args(["--splits", "val", "trainer.max_epochs=40", "run_name=x"])
+    assert args.splits == ["val"] and args.overrides == ["trainer.max_epochs=40", "run_name=x"]
+    args = pc.parse_args(["seed=1", "--splits", "test"])
+    assert args.splits == ["test"] and args.overrides == ["seed=1"]
+    with pytest.raises(SystemExit):
+        pc.parse_args(["--splits", "seed=1"])
