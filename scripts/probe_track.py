@@ -12,6 +12,8 @@ per task is already right on most frames. This script scores a checkpoint's trac
 * ``acc``: accuracy on the frames that show the person (the monitor, split by task);
 * ``majority``: the same figure for a head that always answers the task's most frequent
   shown state in the *train* split: the floor the head must beat to have read the frames;
+* ``state_acc``: the same with "unseen" taken out of the head's choices: can the head read the
+  state of a frame that shows the person, whether or not it finds the person there;
 * where the misses go: ``pred_unseen`` (the head says the person is not in view: the locator
   missed them) and ``wrong_state`` (a state of the right channel, the wrong one);
 * ``unseen_acc``: accuracy on the frames that do not show the person.
@@ -50,12 +52,16 @@ def majority_states(bench) -> dict[str, int]:
     return {task: c.most_common(1)[0][0] for task, c in counts.items() if c}
 
 
-def tally_frames(tally: dict, pred: torch.Tensor, target: torch.Tensor, tasks: list[str],
+def tally_frames(tally: dict, logits: torch.Tensor, target: torch.Tensor, tasks: list[str],
                  majority: dict[str, int]) -> None:
-    """Add one batch to ``tally`` (task -> Counter): predicted and recorded (B, V, T) state ids."""
+    """Add one batch to ``tally`` (task -> Counter): (B, V, T, S) state logits and (B, V, T)
+    recorded state ids."""
+    pred = logits.argmax(-1)
+    shown = logits[..., UNSEEN + 1:].argmax(-1) + UNSEEN + 1  # the best state other than "unseen"
     for row, task in enumerate(tasks):
         c, floor = tally[task], majority.get(task)
-        for p, t in zip(pred[row].flatten().tolist(), target[row].flatten().tolist()):
+        for p, q, t in zip(pred[row].flatten().tolist(), shown[row].flatten().tolist(),
+                           target[row].flatten().tolist()):
             if t == IGNORE:
                 continue
             if t == UNSEEN:
@@ -64,6 +70,7 @@ def tally_frames(tally: dict, pred: torch.Tensor, target: torch.Tensor, tasks: l
                 continue
             c["seen"] += 1
             c["ok"] += p == t
+            c["state_ok"] += q == t
             c["majority_ok"] += t == floor
             c["pred_unseen"] += p != t and p == UNSEEN
             c["wrong_state"] += p != t and p != UNSEEN
@@ -78,6 +85,7 @@ def summarise(tally: dict) -> dict:
         return round(100.0 * a / b, 1) if b else None
 
     return {task: {"seen": c["seen"], "acc": pct(c["ok"], c["seen"]), "majority": pct(c["majority_ok"], c["seen"]),
+                   "state_acc": pct(c["state_ok"], c["seen"]),
                    "pred_unseen": pct(c["pred_unseen"], c["seen"]), "wrong_state": pct(c["wrong_state"], c["seen"]),
                    "unseen": c["unseen"], "unseen_acc": pct(c["unseen_ok"], c["unseen"])}
             for task, c in rows.items()}
@@ -99,13 +107,13 @@ def score_track(model, dataset, tasks: list[str], majority: dict[str, int], pad_
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]
             batch = collate([dataset[i] for i in idx], table=dataset.table, pad_id=pad_id)
-            pred = model.forward_track(batch)["track_logits"].argmax(-1)
-            tally_frames(tally, pred, batch["track_target"], [tasks[i] for i in idx], majority)
+            logits = model.forward_track(batch)["track_logits"]
+            tally_frames(tally, logits, batch["track_target"], [tasks[i] for i in idx], majority)
     return summarise(tally)
 
 
 def markdown_table(figures: dict) -> str:
-    cols = ["seen", "acc", "majority", "pred_unseen", "wrong_state", "unseen", "unseen_acc"]
+    cols = ["seen", "acc", "majority", "state_acc", "pred_unseen", "wrong_state", "unseen", "unseen_acc"]
     lines = ["| task | " + " | ".join(cols) + " |", "| :--- |" + " ---: |" * len(cols)]
     for task, row in figures.items():
         cells = ["–" if row[c] is None else str(row[c]) for c in cols]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from inputs.track import IGNORE, STATE_ID, UNSEEN
+from inputs.track import IGNORE, STATE_ID, TRACK_STATES, UNSEEN
 
 _spec = importlib.util.spec_from_file_location("probe_track", Path(__file__).parents[1] / "scripts" / "probe_track.py")
 probe_track = importlib.util.module_from_spec(_spec)
@@ -16,9 +16,19 @@ _spec.loader.exec_module(probe_track)
 J0, J1 = STATE_ID["jump:0"], STATE_ID["jump:1"]
 
 
-def _figures(pred, target, tasks, majority):
+def _logits(pred, second=None):
+    """Logits whose argmax is ``pred`` and whose best state other than unseen is ``second``."""
+    pred = torch.tensor(pred)
+    out = torch.zeros(*pred.shape, len(TRACK_STATES))
+    out.scatter_(-1, pred.unsqueeze(-1), 2.0)
+    if second is not None:
+        out.scatter_(-1, torch.tensor(second).unsqueeze(-1), 1.0)
+    return out
+
+
+def _figures(pred, target, tasks, majority, second=None):
     tally = defaultdict(Counter)
-    probe_track.tally_frames(tally, torch.tensor(pred), torch.tensor(target), tasks, majority)
+    probe_track.tally_frames(tally, _logits(pred, second), torch.tensor(target), tasks, majority)
     return probe_track.summarise(tally)
 
 
@@ -26,9 +36,11 @@ def test_frames_are_split_into_hits_missed_persons_and_wrong_states():
     # one clip, one view, six frames: two unrecorded, one unseen, three that show the person
     target = [[[IGNORE, UNSEEN, J0, J0, J1, IGNORE]]]
     pred = [[[J1, UNSEEN, J0, UNSEEN, J0, J1]]]
-    row = _figures(pred, target, ["repetition_count"], {"repetition_count": J0})["repetition_count"]
+    second = [[[J0, J1, J1, J0, J1, J0]]]  # where unseen is the argmax, J0 comes next: right
+    row = _figures(pred, target, ["repetition_count"], {"repetition_count": J0}, second)["repetition_count"]
     assert row["seen"] == 3 and row["acc"] == 33.3  # one of the three shown frames right
     assert row["majority"] == 66.7  # "jump:0" is right on two of them
+    assert row["state_acc"] == 66.7  # the missed person's frame reads right without "unseen"
     assert row["pred_unseen"] == 33.3 and row["wrong_state"] == 33.3
     assert row["unseen"] == 1 and row["unseen_acc"] == 100.0
 
