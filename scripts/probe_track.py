@@ -18,6 +18,10 @@ per task is already right on most frames. This script scores a checkpoint's trac
   missed them) and ``wrong_state`` (a state of the right channel, the wrong one);
 * ``unseen_acc``: accuracy on the frames that do not show the person.
 
+``--unseen-reasons`` rebuilds the split's clips (about 30 s on the default val split) and
+says why the records of the counting questions say "unseen": the person not seen, seen with
+the shirt hidden (not recognisable), or in view with the asked part (feet, forearm) hidden.
+
 ``--ground-truth`` reads the ground-truth grid's cache (scripts/probe_ceiling.py) instead of
 the tower's, for a stage trained there. Labels are the generator's per-frame records
 (inputs/track.py); nothing is trained here.
@@ -112,6 +116,54 @@ def score_track(model, dataset, tasks: list[str], majority: dict[str, int], pad_
     return summarise(tally)
 
 
+# What a counting question's record needs on a frame beyond a recognisable person (the
+# generator's rule, bench/synth/tasks_temporal.py): the feet for a jump, the forearm for a wave.
+def _part_visible(task: str, question: str):
+    from bench.synth.tasks_temporal import FEET
+    if task == "repetition_count":
+        return lambda r: bool(FEET & set(r["parts"]))
+    side = "l" if " left " in question else "r"
+    return lambda r: f"lower_arm_{side}" in r["parts"]
+
+
+def unseen_reasons(doc: dict, build=None) -> dict:
+    """Why the records of a split's counting questions say "unseen", per task: the person not
+    seen at all, seen with the shirt hidden (not recognisable), or in view with the asked
+    part hidden. ``doc``: the split's benchmark.json; ``build(cfg, idx)`` returns a temporal
+    scene's per-view, per-frame observations (default: the generator's rebuild)."""
+    if build is None:
+        from bench.config import from_dict
+        from bench.synth.config import SynthConfig
+        from bench.synth.generate import build_temporal_scene
+        cfg = from_dict(SynthConfig, doc["config"])
+
+        def build(c, idx):
+            return build_temporal_scene(c, idx)[2]
+    else:
+        cfg = doc.get("config")
+    out: dict[str, Counter] = defaultdict(Counter)
+    scenes: dict[str, dict] = {}
+    for s in doc["samples"]:
+        if s["task"] not in ("repetition_count", "limb_repetition_count"):
+            continue
+        if s["scene"] not in scenes:
+            scenes[s["scene"]] = build(cfg, int(s["scene"].lstrip("t")))
+        obs, pid = scenes[s["scene"]], s["meta"]["facts"]["person"]
+        visible = _part_visible(s["task"], s["question"])
+        for view, record in s["meta"]["observations"].items():
+            for f, o in enumerate(record["obs"]):
+                r = obs[view][f]["persons"][pid]
+                if o is not None:
+                    out[s["task"]]["shown"] += 1
+                elif not r["seen"]:
+                    out[s["task"]]["not seen"] += 1
+                elif "shirt" not in r["attrs"]:
+                    out[s["task"]]["shirt hidden"] += 1
+                else:
+                    out[s["task"]]["part hidden" if not visible(r) else "other"] += 1
+    return {task: dict(c) for task, c in sorted(out.items())}
+
+
 def markdown_table(figures: dict) -> str:
     cols = ["seen", "acc", "majority", "state_acc", "pred_unseen", "wrong_state", "unseen", "unseen_acc"]
     lines = ["| task | " + " | ".join(cols) + " |", "| :--- |" + " ---: |" * len(cols)]
@@ -128,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", nargs="+", default=["+0"], help="view settings of the protocol to score")
     parser.add_argument("--ground-truth", action="store_true",
                         help="read the ground-truth grid's cache (a stage trained by scripts/probe_ceiling.py)")
+    parser.add_argument("--unseen-reasons", action="store_true",
+                        help="also rebuild the split's clips and say why the counting questions' records "
+                             "say unseen (person not seen, shirt hidden, asked part hidden)")
     parser.add_argument("--out", default=None, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
 
@@ -167,10 +222,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.ckpt}: the track's state accuracy on {args.split} ({' '.join(args.settings)}), % of frames; "
           f"majority: the task's most frequent train state\n")
     print(markdown_table(figures))
+    reasons = None
+    if args.unseen_reasons:
+        reasons = unseen_reasons(json.loads((root / args.split / "benchmark.json").read_text()))
+        print("\nwhy the records say unseen (view-frame records of the counting questions, every view):")
+        for task, c in reasons.items():
+            print(f"  {task}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({"ckpt": str(args.ckpt), "split": args.split, "settings": args.settings,
-                                              "states": len(TRACK_STATES), "tasks": figures}, indent=1) + "\n")
+                                              "states": len(TRACK_STATES), "tasks": figures,
+                                              "unseen_reasons": reasons}, indent=1) + "\n")
     return 0
 
 

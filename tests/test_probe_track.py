@@ -72,3 +72,23 @@ def test_the_majority_state_is_counted_over_the_frames_that_show_the_person():
 
     # "unseen" frames (None) outnumber the jumps but are not a shown state
     assert probe_track.majority_states(Bench) == {"repetition_count": J1}
+
+
+def test_unseen_records_are_told_apart_by_what_the_view_hides():
+    person = lambda seen, attrs, parts: {"persons": {7: {"seen": seen, "attrs": attrs, "parts": parts}}}
+    frames = [person(True, {"shirt": 1}, ["foot_l", "torso"]),  # shown
+              person(False, {}, []),  # not seen
+              person(True, {}, ["foot_l"]),  # seen, shirt hidden
+              person(True, {"shirt": 1}, ["torso"])]  # in view, feet hidden
+    doc = {"samples": [
+        {"task": "repetition_count", "scene": "t000003", "question": "How many times ... jump?",
+         "meta": {"facts": {"person": 7}, "observations": {"a": {"obs": ["0", None, None, None]}}}},
+        {"task": "limb_repetition_count", "scene": "t000003", "question": "... wave their left hand?",
+         "meta": {"facts": {"person": 7}, "observations": {"a": {"obs": [None, None, None, None]}}}},
+        {"task": "count_in_view", "scene": "s000001", "question": "?", "meta": {}}]}
+    built = []
+    reasons = probe_track.unseen_reasons(doc, build=lambda cfg, idx: built.append(idx) or {"a": frames})
+    assert built == [3]  # one rebuild per scene, spatial questions skipped
+    assert reasons["repetition_count"] == {"shown": 1, "not seen": 1, "shirt hidden": 1, "part hidden": 1}
+    # no forearm in any frame: the recognisable frames are "part hidden" for a wave
+    assert reasons["limb_repetition_count"] == {"not seen": 1, "shirt hidden": 1, "part hidden": 2}
