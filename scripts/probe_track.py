@@ -116,40 +116,30 @@ def score_track(model, dataset, tasks: list[str], majority: dict[str, int], pad_
     return summarise(tally)
 
 
-# What a counting question's record needs on a frame beyond a recognisable person (the
-# generator's rule, bench/synth/tasks_temporal.py): the feet for a jump, the forearm for a wave.
-def _part_visible(task: str, question: str):
-    from bench.synth.tasks_temporal import FEET
-    if task == "repetition_count":
-        return lambda r: bool(FEET & set(r["parts"]))
-    side = "l" if " left " in question else "r"
-    return lambda r: f"lower_arm_{side}" in r["parts"]
-
-
 def unseen_reasons(doc: dict, build=None) -> dict:
     """Why the records of a split's counting questions say "unseen", per task: the person not
     seen at all, seen with the shirt hidden (not recognisable), or in view with the asked
-    part hidden. ``doc``: the split's benchmark.json; ``build(cfg, idx)`` returns a temporal
+    part hidden. ``doc``: the split's benchmark.json; ``build(idx)`` returns a temporal
     scene's per-view, per-frame observations (default: the generator's rebuild)."""
+    from bench.synth.tasks_temporal import SIDE_TEXT, counted_part_visible
     if build is None:
         from bench.config import from_dict
         from bench.synth.config import SynthConfig
         from bench.synth.generate import build_temporal_scene
         cfg = from_dict(SynthConfig, doc["config"])
 
-        def build(c, idx):
-            return build_temporal_scene(c, idx)[2]
-    else:
-        cfg = doc.get("config")
+        def build(idx):
+            return build_temporal_scene(cfg, idx)[2]
     out: dict[str, Counter] = defaultdict(Counter)
     scenes: dict[str, dict] = {}
     for s in doc["samples"]:
         if s["task"] not in ("repetition_count", "limb_repetition_count"):
             continue
         if s["scene"] not in scenes:
-            scenes[s["scene"]] = build(cfg, int(s["scene"].lstrip("t")))
+            scenes[s["scene"]] = build(int(s["scene"].lstrip("t")))
         obs, pid = scenes[s["scene"]], s["meta"]["facts"]["person"]
-        visible = _part_visible(s["task"], s["question"])
+        side = next((k for k, word in SIDE_TEXT.items() if f" {word} hand" in s["question"]), "r")
+        visible = counted_part_visible(s["task"], side)
         for view, record in s["meta"]["observations"].items():
             for f, o in enumerate(record["obs"]):
                 r = obs[view][f]["persons"][pid]
@@ -189,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.format import load_benchmark
     from inputs.text import build_tokenizer
     from training.checkpoint import CheckpointError, checkpoint_config, load_module_from_checkpoint, read_checkpoint
-    from training.data import ViewSetDataset
     from inputs.items import split_images
+    from training.data import ViewSetDataset
     from training.datamodule import _tasks, protocol_view_sets
     from training.run import build_components
 

@@ -87,7 +87,7 @@ def test_unseen_records_are_told_apart_by_what_the_view_hides():
          "meta": {"facts": {"person": 7}, "observations": {"a": {"obs": [None, None, None, None]}}}},
         {"task": "count_in_view", "scene": "s000001", "question": "?", "meta": {}}]}
     built = []
-    reasons = probe_track.unseen_reasons(doc, build=lambda cfg, idx: built.append(idx) or {"a": frames})
+    reasons = probe_track.unseen_reasons(doc, build=lambda idx: built.append(idx) or {"a": frames})
     assert built == [3]  # one rebuild per scene, spatial questions skipped
     assert reasons["repetition_count"] == {"shown": 1, "not seen": 1, "shirt hidden": 1, "part hidden": 1}
     # no forearm in any frame: the recognisable frames are "part hidden" for a wave

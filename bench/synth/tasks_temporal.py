@@ -109,8 +109,16 @@ def _count_candidates(ctx: TaskContext, task: str, channel: str, visible, questi
                         spans=_span(ctx, table, ctx.views, [person.pid]))
 
 
+def counted_part_visible(task: str, side: str = "r"):
+    """What a counting question's record needs on a frame beyond a recognisable person: a visible
+    shin or foot for a jump (``repetition_count``), the ``side`` forearm for a wave."""
+    if task == "repetition_count":
+        return lambda r: bool(FEET & set(r["parts"]))
+    return lambda r: f"lower_arm_{side}" in r["parts"]
+
+
 def propose_repetition(ctx: TaskContext):
-    yield from _count_candidates(ctx, "repetition_count", "jump", lambda r: bool(FEET & set(r["parts"])),
+    yield from _count_candidates(ctx, "repetition_count", "jump", counted_part_visible("repetition_count"),
                                  QUESTIONS["repetition_count"], None)
 
 
@@ -118,8 +126,8 @@ def propose_limb_repetition(ctx: TaskContext):
     for side in ("r", "l") if ctx.rng.random() < 0.5 else ("l", "r"):
         other = "wave_" + ("l" if side == "r" else "r")
         q = QUESTIONS["limb_repetition_count"].replace("{side}", SIDE_TEXT[side])
-        yield from _count_candidates(ctx, "limb_repetition_count", f"wave_{side}", lambda r, s=side: f"lower_arm_{s}" in r["parts"],
-                                     q, other)
+        yield from _count_candidates(ctx, "limb_repetition_count", f"wave_{side}",
+                                     counted_part_visible("limb_repetition_count", side), q, other)
 
 
 # --- trajectory -----------------------------------------------------------------------------
