@@ -17,7 +17,7 @@ import torch
 from bench.format import Benchmark, Sample
 from inputs.features import FeatureTable
 from inputs.text import collate_text
-from inputs.track import IGNORE, track_targets
+from inputs.track import IGNORE, track_boxes, track_targets
 from inputs.view_counts import view_count_targets
 
 
@@ -116,6 +116,7 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
         "entity_evidence_target": ent_ev, "evidence_valid": torch.tensor(bool(spans)),
         "track_target": track_targets(sample.task, sample.meta, view_set.view_ids, n_t),
         "count_target": view_count_targets(sample.meta, views, n_t),
+        **dict(zip(("track_box", "track_box_flag"), track_boxes(sample.meta, views, n_t))),
         "prompt_ids": text["prompt_ids"], "option_ids": text["option_ids"],
         "answer": torch.tensor(sample.answer_index), "answer_valid": torch.tensor(view_set.answer_valid),
         "n_options": len(sample.options), "sample_index": view_set.sample_index, "setting": view_set.setting,
@@ -154,6 +155,8 @@ def collate(items: list[dict[str, Any]], table: FeatureTable, pad_id: int) -> di
     batch["mark_entity"] = _pad([it["mark_entity"] for it in items], -1)
     batch["track_target"] = _pad([it["track_target"] for it in items], IGNORE)  # inputs/track.py
     batch["count_target"] = _pad([it["count_target"] for it in items], IGNORE)  # inputs/view_counts.py
+    batch["track_box"] = _pad([it["track_box"] for it in items])  # inputs/track.py, track_boxes
+    batch["track_box_flag"] = _pad([it["track_box_flag"] for it in items], IGNORE)
     batch.update(collate_text(items, pad_id))
     batch["answer"] = torch.stack([it["answer"] for it in items])
     batch["answer_valid"] = torch.stack([it["answer_valid"] for it in items])

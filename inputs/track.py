@@ -12,6 +12,10 @@ Class 0 (``unseen``) is a frame on which the camera did not see the person (or t
 question is about); ``IGNORE`` marks frames with no record (spatial questions, benchmarks
 without the generator's metadata, states outside the vocabulary). Nothing here is read at
 test time unless the oracle diagnostic is on.
+
+``track_boxes`` reads where the asked person is on each frame (``meta["person_boxes"]``, the
+box of their visible pixels per view and frame): the supervision of the track's locator
+(``loss.track_locate``), which otherwise learns where to look only through the states.
 """
 from __future__ import annotations
 
@@ -86,3 +90,47 @@ def track_targets(task: str, meta: dict, view_ids: Sequence[str], n_frames: int)
             if name is not None and name in STATE_ID:
                 out[i, j] = STATE_ID[name]
     return out
+
+
+def track_boxes(meta: dict, views: Sequence[Any], n_frames: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where the asked person is, per (view, frame) of a view set.
+
+    Args:
+        meta: the sample's ``meta`` (the generator's "person_boxes" are read: per view id a list
+            over frames of [x0, y0, x1, y1] render pixels, or None where no pixel shows).
+        views: the view set's ``bench.format.View`` objects, in order (their cameras give the
+            image size the boxes are relative to).
+        n_frames: the padded frame count T.
+    Returns:
+        box (V, T, 4) float, the box as fractions of the image's width and height (0 where
+        there is none); flag (V, T) long: 1 a box, 0 the person shows no pixel in that view
+        on that frame, IGNORE no record (no "person_boxes", no camera, padding).
+    """
+    box = torch.zeros(len(views), n_frames, 4)
+    flag = torch.full((len(views), n_frames), IGNORE, dtype=torch.long)
+    record = meta.get("person_boxes") if isinstance(meta, dict) else None
+    if not isinstance(record, dict):
+        return box, flag
+    for i, view in enumerate(views):
+        frames = record.get(view.view_id)
+        cam = view.camera
+        if not isinstance(frames, list) or cam is None or not cam.width or not cam.height:
+            continue
+        scale = torch.tensor([cam.width, cam.height, cam.width, cam.height], dtype=torch.float)
+        for j, b in enumerate(frames[:n_frames]):
+            if b is None:
+                flag[i, j] = 0
+            elif isinstance(b, (list, tuple)) and len(b) == 4:
+                box[i, j] = torch.tensor([float(x) for x in b]) / scale
+                flag[i, j] = 1
+    return box, flag
+
+
+def box_cells(box: torch.Tensor, grid: int) -> torch.Tensor:
+    """(..., 4) boxes in image fractions -> (..., grid * grid) bool: the cells of a row-major
+    grid over the image that the box overlaps (a box inside one cell still marks that cell)."""
+    edges = torch.arange(grid + 1, dtype=box.dtype, device=box.device) / grid
+    lo, hi = edges[:-1], edges[1:]
+    cols = (box[..., 0:1] < hi) & (box[..., 2:3] > lo)  # (..., grid)
+    rows = (box[..., 1:2] < hi) & (box[..., 3:4] > lo)
+    return (rows.unsqueeze(-1) & cols.unsqueeze(-2)).flatten(-2)

@@ -149,8 +149,8 @@ class CrossViewModel(nn.Module):
             entity_assign_logits, entity_attn (B, N, S): token-to-scene-slot logits and
                 softmax (rows 0 at padding). Only when entity attention is on.
             prefix (B, K, W): the LM prefix embeddings.
-            track_logits (B, V, T, S): per-(view, frame) state logits of the person track
-                (only with fusion.track).
+            track_logits (B, V, T, S): per-(view, frame) state logits of the person track,
+                track_locate (B, V, T, 1 + P) where its locator looked (only with fusion.track).
             count_logits (B, V, T, K): people-count logits of every frame, K = MAX_VIEW_COUNT + 1
                 (only with model.view_counter).
         """
@@ -173,6 +173,7 @@ class CrossViewModel(nn.Module):
             scores["option_logits"] = scores["option_logits"] + self.clip_prior(batch)
         if track is not None:
             entity_out["track_logits"] = track["state_logits"]
+            entity_out["track_locate"] = track["locate"]
         if "count_logits" in views:
             entity_out["count_logits"] = views["count_logits"]
         return {**scores, **entity_out,
@@ -289,13 +290,13 @@ class CrossViewModel(nn.Module):
         about half the cost of ``forward`` per step, with the same track logits.
 
         Returns:
-            track_logits (B, V, T, S), as ``forward`` returns them.
+            track_logits (B, V, T, S) and track_locate (B, V, T, 1 + P), as ``forward`` returns them.
         """
         if self.track is None:
             raise ValueError("forward_track needs model.fusion.enabled and model.fusion.track")
         views = self.encode_views(batch)
         track = self.run_track(views, self.question_tokens(batch["prompt_ids"]), batch)
-        return {"track_logits": track["state_logits"]}
+        return {"track_logits": track["state_logits"], "track_locate": track["locate"]}
 
     def question_tokens(self, ids: torch.Tensor) -> torch.Tensor:
         """Token ids (..., L) -> projected LM embeddings (..., L, D), LayerNormed with

@@ -67,6 +67,9 @@ def random_batch(cfg: ModelConfig, views: Sequence[int], frames: Sequence[int],
         "track_target": torch.full((b, v_max, t_max), -100, dtype=torch.long),
         # The generator's per-frame people counts (inputs/view_counts.py): random on real frames.
         "count_target": torch.full((b, v_max, t_max), -100, dtype=torch.long),
+        # Where the asked person is (inputs/track.py, track_boxes): a random box or none.
+        "track_box": torch.zeros(b, v_max, t_max, 4),
+        "track_box_flag": torch.full((b, v_max, t_max), -100, dtype=torch.long),
     }
     vocab = cfg.lm.vocab_size
     for i, (nv, nt, no) in enumerate(zip(views, frames, options)):
@@ -75,6 +78,9 @@ def random_batch(cfg: ModelConfig, views: Sequence[int], frames: Sequence[int],
         own = torch.Generator().manual_seed(i)  # not ``gen``: the other fields stay as they were
         batch["track_target"][i, :nv, :nt] = torch.randint(0, cfg.fusion.track_states, (nv, nt), generator=own)
         batch["count_target"][i, :nv, :nt] = torch.randint(0, MAX_VIEW_COUNT + 1, (nv, nt), generator=own)
+        corner = torch.rand(nv, nt, 2, generator=own) * 0.7
+        batch["track_box"][i, :nv, :nt] = torch.cat([corner, corner + 0.3], -1)
+        batch["track_box_flag"][i, :nv, :nt] = torch.randint(0, 2, (nv, nt), generator=own)
         labels = torch.randperm(cfg.entity.max_label, generator=gen) + 1
         used = 0
         for v in range(nv):

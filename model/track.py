@@ -89,14 +89,16 @@ class PersonTrack(nn.Module):
             "tokens" (B, T, D) and "mask" (B, T): one token per frame index;
             "pooled" (B, 1, D): the track read by a learned query, plus an embedding of how
                 many frames show each merged state;
-            "state_logits" (B, V, T, S): the per-(view, frame) state classifier.
+            "state_logits" (B, V, T, S): the per-(view, frame) state classifier;
+            "locate" (B, V, T, 1 + P): where the locator looked (``locate``).
         """
         patch = patch_tensor(patch)
         b, v, t, p, d = patch.shape
         if t > MAX_FRAMES:
             raise ValueError(f"PersonTrack handles at most {MAX_FRAMES} frames, the batch has {t}")
         query = self.condition(self.query.expand(b, -1, -1), question, key_padding_bias(question_mask))
-        read = self.locate(patch, question, question_mask) + query[:, None]  # (B, V, T, D)
+        located, where = self.locate(patch, question, question_mask)
+        read = located + query[:, None]  # (B, V, T, D)
         logits = self.state(read)  # (B, V, T, S)
         probs = logits.softmax(-1)
         if oracle is not None:
@@ -117,18 +119,23 @@ class PersonTrack(nn.Module):
         tokens = self.norm(tokens) * mask.unsqueeze(-1)
         counts = (state * mask.unsqueeze(-1).to(state.dtype)).sum(1)  # (B, S)
         pooled = self.pool(self.pool_query.expand(b, -1, -1), tokens, bias) + self.count_embed(counts).unsqueeze(1)
-        return {"tokens": tokens, "mask": mask, "pooled": pooled, "state_logits": logits}
+        return {"tokens": tokens, "mask": mask, "pooled": pooled, "state_logits": logits, "locate": where}
 
-    def locate(self, patch: torch.Tensor, question: torch.Tensor, question_mask: torch.Tensor) -> torch.Tensor:
+    def locate(self, patch: torch.Tensor, question: torch.Tensor, question_mask: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, V, T, P, D) patches, (B, L, D) words -> (B, V, T, D): per head, the cells the
         question's words point at (a cell scores as its best-matching word; a null cell
-        with score 0 takes the weight when nothing matches), their values averaged."""
+        with score 0 takes the weight when nothing matches), their values averaged; and
+        (B, V, T, 1 + P) where it looked: the weights averaged over heads, the null cell first
+        (``loss.track_locate`` supervises them with the person's box)."""
         b, v, t, p, d = patch.shape
         h, e = self.heads, d // self.heads
         words = self.word_key(question).view(b, -1, h, e)
         cells = self.cell_key(patch).view(b, v, t, p, h, e)
         sim = torch.einsum("bvtphe,blhe->bvthpl", cells, words) / e ** 0.5
         sim = sim.masked_fill(~question_mask[:, None, None, None, None, :], -1e4).amax(-1)  # (B, V, T, H, P)
-        weight = torch.cat([sim.new_zeros(b, v, t, h, 1), sim], -1).softmax(-1)[..., 1:]
+        full = torch.cat([sim.new_zeros(b, v, t, h, 1), sim], -1).softmax(-1)
+        weight = full[..., 1:]
         values = self.cell_value(patch).view(b, v, t, p, h, e)
-        return self.located(torch.einsum("bvthp,bvtphe->bvthe", weight, values).reshape(b, v, t, d))
+        read = self.located(torch.einsum("bvthp,bvtphe->bvthe", weight, values).reshape(b, v, t, d))
+        return read, full.mean(3)

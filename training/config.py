@@ -51,7 +51,7 @@ class AugmentConfig:
 @dataclass
 class LossConfig:
     RANGES: ClassVar[dict] = {"answer": ">= 0", "evidence": ">= 0", "entity_evidence": ">= 0", "identity": ">= 0",
-                              "track": ">= 0", "view_count": ">= 0"}
+                              "track": ">= 0", "track_locate": ">= 0", "view_count": ">= 0"}
 
     answer: float = 1.0  # weight of the option cross-entropy
     evidence: float = 0.2  # weight of the (view, frame) evidence BCE
@@ -59,14 +59,19 @@ class LossConfig:
     identity: float = 0.1  # weight of the cross-view identity-consistency loss on entity embeddings
     track: float = 0.5  # weight of the person track's per-(view, frame) state CE (only with
     #   model.fusion.track; targets from the generator's metadata, inputs/track.py)
+    track_locate: float = 0.0  # weight of the track locator's box loss (only with model.fusion.track;
+    #   the asked person's box per frame from the generator's metadata, inputs/track.py
+    #   track_boxes): -log of the attention the locator puts on the cells the box covers, or
+    #   on its null cell where the person shows no pixel
     view_count: float = 0.5  # weight of the per-frame people-count CE (only with
     #   model.view_counter; targets from the generator's per-view record, inputs/view_counts.py)
 
     @property
     def track_only(self) -> bool:
-        """Only the person track's state CE has a weight (the track's own stage,
-        configs/track_stage.yaml): training and validation run the model's track path alone
-        (CrossViewModel.forward_track), and validation scores the track, not answers."""
+        """Only the person track's terms (its state CE, and its locator's box loss) have a
+        weight (the track's own stage, configs/track_stage.yaml): training and validation run
+        the model's track path alone (CrossViewModel.forward_track), and validation scores the
+        track, not answers."""
         others = (self.answer, self.evidence, self.entity_evidence, self.identity, self.view_count)
         return self.track > 0 and all(w == 0 for w in others)
 

@@ -5,14 +5,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputs.track import IGNORE
+from inputs.track import IGNORE, box_cells
 from training.config import LossConfig
 
 
 class CrossViewCriterion(nn.Module):
     """answer CE + evidence BCE + per-mark evidence BCE (+ identity consistency) (+ the person
-    track's per-frame state CE, when the model has a track) (+ the per-frame people-count CE, when
-    the model has a view counter).
+    track's per-frame state CE and its locator's box loss, when the model has a track) (+ the
+    per-frame people-count CE, when the model has a view counter).
 
     ``forward(outputs, batch)`` returns ``{"loss": total, "loss_answer": ..., ...}``; each
     term is averaged over the positions it is defined on, so an all-masked term is 0, not NaN.
@@ -23,7 +23,7 @@ class CrossViewCriterion(nn.Module):
         self.track_only = cfg.track_only  # the loss reads only ``track_logits``
         self.weights = {"answer": cfg.answer, "evidence": cfg.evidence,
                         "entity_evidence": cfg.entity_evidence, "identity": cfg.identity,
-                        "track": cfg.track, "view_count": cfg.view_count}
+                        "track": cfg.track, "track_locate": cfg.track_locate, "view_count": cfg.view_count}
 
     @staticmethod
     def loss_answer(out: dict, batch: dict) -> torch.Tensor:
@@ -72,6 +72,31 @@ class CrossViewCriterion(nn.Module):
         return CrossViewCriterion._frame_ce(out["track_logits"], batch, "track_target")
 
     @staticmethod
+    def locate_targets(out: dict, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where the locator should look: (B, V, T) bool positions with a record, and
+        (B, V, T, 1 + P) bool target cells (the null cell first: the person shows no pixel
+        there; otherwise the cells the person's box covers, inputs/track.py)."""
+        where = out["track_locate"]
+        p = where.shape[-1] - 1
+        grid = int(round(p ** 0.5))
+        if grid * grid != p:
+            raise ValueError(f"loss.track_locate needs a square patch grid, the features have {p} cells")
+        keep = CrossViewCriterion._frame_positions(batch, "track_box_flag")
+        cells = box_cells(batch["track_box"].to(where.dtype), grid) & (batch["track_box_flag"] == 1).unsqueeze(-1)
+        null = (batch["track_box_flag"] == 0).unsqueeze(-1)
+        return keep, torch.cat([null, cells], -1)
+
+    @staticmethod
+    def loss_track_locate(out: dict, batch: dict) -> torch.Tensor:
+        """-log of the locator's attention (mean over heads) on the target cells of each
+        recorded (view, frame); 0 for a batch without records."""
+        keep, target = CrossViewCriterion.locate_targets(out, batch)
+        if not keep.any():
+            return out["track_locate"].sum() * 0.0
+        mass = (out["track_locate"] * target).sum(-1)[keep]
+        return -torch.log(mass.clamp_min(1e-6)).mean()
+
+    @staticmethod
     def count_positions(batch: dict) -> torch.Tensor:
         """(B, V, T) bool: real frames of real views with a recorded people count."""
         return CrossViewCriterion._frame_positions(batch, "count_target")
@@ -110,8 +135,11 @@ class CrossViewCriterion(nn.Module):
 
     def forward(self, out: dict, batch: dict) -> dict[str, torch.Tensor]:
         if self.track_only:
-            track = self.loss_track(out, batch)
-            return {"loss_track": track, "loss": self.weights["track"] * track}
+            losses = {"loss_track": self.loss_track(out, batch)}
+            if self.weights["track_locate"] > 0:
+                losses["loss_track_locate"] = self.loss_track_locate(out, batch)
+            losses["loss"] = sum(self.weights[k[5:]] * v for k, v in losses.items())
+            return losses
         terms = {
             "answer": self.loss_answer(out, batch),
             "evidence": self.loss_evidence(out, batch),
@@ -121,6 +149,8 @@ class CrossViewCriterion(nn.Module):
             terms["identity"] = self.loss_identity(out, batch)
         if "track_logits" in out and self.weights["track"] > 0:
             terms["track"] = self.loss_track(out, batch)
+        if "track_locate" in out and "track_box_flag" in batch and self.weights["track_locate"] > 0:
+            terms["track_locate"] = self.loss_track_locate(out, batch)
         if "count_logits" in out and "count_target" in batch and self.weights["view_count"] > 0:
             terms["view_count"] = self.loss_view_count(out, batch)
         losses = {f"loss_{k}": v for k, v in terms.items()}

@@ -27,6 +27,20 @@ def _extra_views(task: TaskDef, cand: Candidate, rest: list[str], listed, nota, 
     return out
 
 
+def person_boxes(ctx: TaskContext, pid: int) -> dict[str, list]:
+    """Per view of a temporal scene, the asked person's box of visible pixels on every frame
+    ([x0, y0, x1, y1] in render pixels; None where no pixel of them shows): where the person
+    is, for the track's locator (inputs/track.py, ``track_boxes``)."""
+    out = {}
+    for v, frames in ctx.obs.items():
+        boxes = []
+        for frame in frames:
+            rec = frame["persons"].get(pid)
+            boxes.append(None if rec is None or rec["box"] is None else [int(x) for x in rec["box"]])
+        out[v] = boxes
+    return out
+
+
 def verify_candidate(task: TaskDef, cand: Candidate, ctx: TaskContext) -> dict | None:
     """Verify one candidate; return the question record or None if it fails."""
     rng, views = ctx.rng, ctx.views
@@ -92,17 +106,20 @@ def _verify_options(task: TaskDef, cand: Candidate, ctx: TaskContext, order: lis
     else:
         evidence = [{"view_id": v, "t_start": 0.0, "t_end": 0.0,
                      "entities": [int(e) for e in cand.evidence.get(v, [])]} for v in gt]
+    meta = {"facts": cand.facts, "observations": cand.table,
+            "verification": {"svi": check["svi"], "cvr": check["cvr"], "minimal": check["minimal"],
+                             "single_view": check["single_view"], "oracle_answer": oracle,
+                             "informative_extra": [v for v in extra if v in informative_views(
+                                 task.consistent, cand.table, cand.facts, [v], listed, nota)]}}
+    if cand.spans is not None and "person" in cand.facts:
+        meta["person_boxes"] = person_boxes(ctx, int(cand.facts["person"]))
     return {
         "task": task.name, "subset": task.subset, "axis": task.axis, "granularity": task.granularity,
         "scene": ctx.scene.sid,
         "question": cand.question, "listed": listed, "value_key": cand.value_key, "types": types, "answer_value": answer,
         "gt_views": gt, "extra_views": extra, "marks": marks, "evidence": evidence,
         "oracle_correct": oracle == answer, "oracle_key": key,
-        "meta": {"facts": cand.facts, "observations": cand.table,
-                 "verification": {"svi": check["svi"], "cvr": check["cvr"], "minimal": check["minimal"],
-                                  "single_view": check["single_view"], "oracle_answer": oracle,
-                                  "informative_extra": [v for v in extra if v in informative_views(
-                                      task.consistent, cand.table, cand.facts, [v], listed, nota)]}},
+        "meta": meta,
     }
 
 

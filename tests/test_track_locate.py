@@ -1,0 +1,119 @@
+"""Supervising where the person track looks (loss.track_locate): the generator's per-frame box of
+the asked person (meta "person_boxes"), its batch form (inputs/track.py) and the loss."""
+import dataclasses
+import json
+
+import torch
+
+from bench.format import Camera, Frame, View
+from inputs.track import IGNORE, box_cells, track_boxes
+from model import build_model, tiny_model_config
+from model.dummy_batch import random_batch, with_answer_labels
+from training.config import LossConfig
+from training.losses import CrossViewCriterion
+
+CLIPS = dict(views=[2, 3, 1], frames=[8, 8, 8], options=[4, 4, 5], cameras=[True, True, False])
+
+
+def _view(view_id, n_frames=3, camera=True):
+    cam = Camera(K=[[100, 0, 50], [0, 100, 25], [0, 0, 1]], R=[[1, 0, 0], [0, 1, 0], [0, 0, 1]], t=[0, 0, 0],
+                 width=100, height=50) if camera else None
+    return View(view_id, [Frame(t=0.5 * j, image=f"images/s/{view_id}_f{j:02d}.png") for j in range(n_frames)], cam)
+
+
+def test_boxes_follow_the_view_set_and_say_where_the_person_shows_no_pixel():
+    meta = {"person_boxes": {"cam0": [[10, 5, 30, 25], None, [0, 0, 100, 50]], "cam1": [None, None, None]}}
+    box, flag = track_boxes(meta, [_view("cam1"), _view("cam0"), _view("cam9"), _view("cam0", camera=False)], 4)
+    assert flag.tolist() == [[0, 0, 0, IGNORE], [1, 0, 1, IGNORE], [IGNORE] * 4, [IGNORE] * 4]
+    assert torch.allclose(box[1, 0], torch.tensor([0.1, 0.1, 0.3, 0.5]))
+    assert torch.allclose(box[1, 2], torch.tensor([0.0, 0.0, 1.0, 1.0]))
+    assert (box[0] == 0).all()
+    _, none = track_boxes({}, [_view("cam0")], 3)
+    assert (none == IGNORE).all()
+
+
+def test_box_cells_marks_the_cells_a_box_overlaps():
+    cells = box_cells(torch.tensor([[0.1, 0.1, 0.3, 0.5], [0.55, 0.55, 0.56, 0.56], [0.0, 0.0, 1.0, 1.0]]), 2)
+    assert cells.tolist() == [[True, False, False, False],  # inside the top-left cell
+                              [False, False, False, True],  # a tiny box still marks its cell
+                              [True, True, True, True]]
+    grid = box_cells(torch.tensor([0.25, 0.0, 0.5, 0.2]), 4).view(4, 4)
+    assert grid[0].tolist() == [False, True, False, False] and not grid[1:].any()  # edges touch, not overlap
+
+
+def _config():
+    cfg = tiny_model_config()
+    return dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, track=True))
+
+
+def test_the_locator_reports_where_it_looked():
+    torch.manual_seed(0)
+    model = build_model(_config()).eval()
+    batch = with_answer_labels(random_batch(model.cfg, **CLIPS))
+    with torch.no_grad():
+        where = model(batch)["track_locate"]
+        alone = model.forward_track(batch)["track_locate"]
+    p = batch["patch_tokens"].shape[-2]
+    assert where.shape == (*batch["frame_mask"].shape, 1 + p)
+    assert torch.allclose(where.sum(-1), torch.ones(where.shape[:-1]), atol=1e-5)
+    assert torch.allclose(where, alone, atol=1e-6)
+
+
+def test_the_locate_loss_is_masked_and_teaches_the_locator():
+    torch.manual_seed(0)
+    model = build_model(_config()).train()
+    batch = with_answer_labels(random_batch(model.cfg, **CLIPS))
+    crit = CrossViewCriterion(LossConfig(track=0.0, identity=0.0, track_locate=1.0))
+    spatial = dict(batch, track_box_flag=torch.full_like(batch["track_box_flag"], IGNORE))
+    assert float(crit(model(spatial), spatial)["loss_track_locate"]) == 0.0
+    assert "loss_track_locate" not in CrossViewCriterion(LossConfig(identity=0.0))(model(batch), batch)
+    keep, target = crit.locate_targets(model(batch), batch)
+    assert keep.tolist() == ((batch["track_box_flag"] != IGNORE) & batch["frame_mask"]).tolist()
+    assert (target[..., 0] == (batch["track_box_flag"] == 0)).all()  # null cell: no pixel shows
+    assert not target[batch["track_box_flag"] == 1][:, 0].any() and target[batch["track_box_flag"] == 1].any(-1).all()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    first = None
+    for _ in range(40):
+        loss = crit.loss_track_locate(model(batch), batch)
+        first = float(loss) if first is None else first
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(loss) < 0.5 * first
+
+
+def test_a_stage_of_the_track_alone_also_trains_its_locator():
+    torch.manual_seed(0)
+    model = build_model(_config()).train()
+    batch = with_answer_labels(random_batch(model.cfg, **CLIPS))
+    crit = CrossViewCriterion(LossConfig(answer=0.0, evidence=0.0, entity_evidence=0.0, identity=0.0,
+                                         view_count=0.0, track=1.0, track_locate=0.5))
+    assert crit.track_only
+    losses = crit(model.forward_track(batch), batch)
+    assert set(losses) == {"loss", "loss_track", "loss_track_locate"}
+    assert torch.allclose(losses["loss"], losses["loss_track"] + 0.5 * losses["loss_track_locate"])
+
+
+def test_the_generator_records_the_asked_persons_box_on_every_frame():
+    from bench.synth.generate import build_temporal_scene
+    from bench.synth.questions import person_boxes
+    from bench.synth.tasks_common import TaskContext
+    from bench.config import load_config
+    from bench.synth.config import SynthConfig
+    cfg = load_config(SynthConfig, "configs/bench/default.yaml", ["render.width=64", "render.height=64"])
+    scene, renders, obs, cams = build_temporal_scene(cfg, 0)
+    ctx = TaskContext.__new__(TaskContext)
+    ctx.obs = obs
+    pid = scene.persons[0].pid
+    boxes = person_boxes(ctx, pid)
+    assert set(boxes) == set(renders)
+    for v, frames in boxes.items():
+        assert len(frames) == len(scene.times)
+        for f, box in enumerate(frames):
+            mask = renders[v][f].instance == pid
+            if box is None:
+                assert not mask.any()
+            else:
+                ys, xs = mask.nonzero()
+                assert box == [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1]
+    json.dumps(boxes)  # it goes into benchmark.json
