@@ -16,7 +16,9 @@ per task is already right on most frames. This script scores a checkpoint's trac
   state of a frame that shows the person, whether or not it finds the person there;
 * where the misses go: ``pred_unseen`` (the head says the person is not in view: the locator
   missed them) and ``wrong_state`` (a state of the right channel, the wrong one);
-* ``unseen_acc``: accuracy on the frames that do not show the person.
+* ``unseen_acc``: accuracy on the frames that do not show the person;
+* ``located``: on the frames that show the person, how often the locator's most-attended cell
+  lies in the person's box (the generator's ``person_boxes``; None for benchmarks without them).
 
 ``--unseen-reasons`` rebuilds the split's clips (about 30 s on the default val split) and
 says why the records of the counting questions say "unseen": the person not seen, seen with
@@ -57,15 +59,18 @@ def majority_states(bench) -> dict[str, int]:
 
 
 def tally_frames(tally: dict, logits: torch.Tensor, target: torch.Tensor, tasks: list[str],
-                 majority: dict[str, int]) -> None:
+                 majority: dict[str, int], located: torch.Tensor | None = None) -> None:
     """Add one batch to ``tally`` (task -> Counter): (B, V, T, S) state logits and (B, V, T)
-    recorded state ids."""
+    recorded state ids; ``located`` (B, V, T) long: 1 the locator's best cell is in the
+    person's box, 0 it is not, -1 no box recorded (None: no box anywhere)."""
     pred = logits.argmax(-1)
     shown = logits[..., UNSEEN + 1:].argmax(-1) + UNSEEN + 1  # the best state other than "unseen"
+    if located is None:
+        located = torch.full_like(target, -1)
     for row, task in enumerate(tasks):
         c, floor = tally[task], majority.get(task)
-        for p, q, t in zip(pred[row].flatten().tolist(), shown[row].flatten().tolist(),
-                           target[row].flatten().tolist()):
+        for p, q, t, at in zip(pred[row].flatten().tolist(), shown[row].flatten().tolist(),
+                               target[row].flatten().tolist(), located[row].flatten().tolist()):
             if t == IGNORE:
                 continue
             if t == UNSEEN:
@@ -78,6 +83,9 @@ def tally_frames(tally: dict, logits: torch.Tensor, target: torch.Tensor, tasks:
             c["majority_ok"] += t == floor
             c["pred_unseen"] += p != t and p == UNSEEN
             c["wrong_state"] += p != t and p != UNSEEN
+            if at >= 0:
+                c["boxed"] += 1
+                c["located"] += at
 
 
 def summarise(tally: dict) -> dict:
@@ -91,8 +99,18 @@ def summarise(tally: dict) -> dict:
     return {task: {"seen": c["seen"], "acc": pct(c["ok"], c["seen"]), "majority": pct(c["majority_ok"], c["seen"]),
                    "state_acc": pct(c["state_ok"], c["seen"]),
                    "pred_unseen": pct(c["pred_unseen"], c["seen"]), "wrong_state": pct(c["wrong_state"], c["seen"]),
-                   "unseen": c["unseen"], "unseen_acc": pct(c["unseen_ok"], c["unseen"])}
+                   "unseen": c["unseen"], "unseen_acc": pct(c["unseen_ok"], c["unseen"]),
+                   "located": pct(c["located"], c["boxed"])}
             for task, c in rows.items()}
+
+
+def locator_hits(out: dict, batch: dict) -> torch.Tensor:
+    """(B, V, T) long: 1 where the locator's most-attended cell lies in the person's box, 0 where
+    it does not, -1 where no box is recorded (the person shows no pixel, or no record)."""
+    from training.losses import CrossViewCriterion
+    keep, target = CrossViewCriterion.locate_targets(out, batch)
+    hit = target.gather(-1, out["track_locate"].argmax(-1, keepdim=True)).squeeze(-1).long()
+    return torch.where(keep & (batch["track_box_flag"] == 1), hit, torch.full_like(hit, -1))
 
 
 def score_track(model, dataset, tasks: list[str], majority: dict[str, int], pad_id: int,
@@ -111,8 +129,9 @@ def score_track(model, dataset, tasks: list[str], majority: dict[str, int], pad_
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]
             batch = collate([dataset[i] for i in idx], table=dataset.table, pad_id=pad_id)
-            logits = model.forward_track(batch)["track_logits"]
-            tally_frames(tally, logits, batch["track_target"], [tasks[i] for i in idx], majority)
+            out = model.forward_track(batch)
+            tally_frames(tally, out["track_logits"], batch["track_target"], [tasks[i] for i in idx], majority,
+                         locator_hits(out, batch))
     return summarise(tally)
 
 
@@ -155,7 +174,7 @@ def unseen_reasons(doc: dict, build=None) -> dict:
 
 
 def markdown_table(figures: dict) -> str:
-    cols = ["seen", "acc", "majority", "state_acc", "pred_unseen", "wrong_state", "unseen", "unseen_acc"]
+    cols = ["seen", "acc", "majority", "state_acc", "pred_unseen", "wrong_state", "unseen", "unseen_acc", "located"]
     lines = ["| task | " + " | ".join(cols) + " |", "| :--- |" + " ---: |" * len(cols)]
     for task, row in figures.items():
         cells = ["–" if row[c] is None else str(row[c]) for c in cols]

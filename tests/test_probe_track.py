@@ -45,6 +45,25 @@ def test_frames_are_split_into_hits_missed_persons_and_wrong_states():
     assert row["unseen"] == 1 and row["unseen_acc"] == 100.0
 
 
+def test_located_counts_the_shown_frames_with_a_box():
+    target = [[[J0, J0, J1, UNSEEN]]]
+    located = torch.tensor([[[1, 0, -1, 1]]])  # the third frame has no box; the fourth is unseen
+    tally = defaultdict(Counter)
+    probe_track.tally_frames(tally, _logits([[[J0, J0, J1, UNSEEN]]]), torch.tensor(target), ["repetition_count"],
+                             {"repetition_count": J0}, located)
+    assert probe_track.summarise(tally)["repetition_count"]["located"] == 50.0
+    assert _figures([[[J0]]], [[[J0]]], ["repetition_count"], {})["repetition_count"]["located"] is None
+
+
+def test_locator_hits_reads_the_best_cell_against_the_box():
+    out = {"track_locate": torch.tensor([[[[0.1, 0.7, 0.1, 0.05, 0.05], [0.1, 0.1, 0.1, 0.1, 0.6],
+                                           [0.9, 0.1, 0.0, 0.0, 0.0]]]])}  # (1, 1, 3, 1 + 4): a 2 x 2 grid
+    batch = {"track_box": torch.tensor([[[[0.0, 0.0, 0.4, 0.4]] * 3]]),  # the top-left cell
+             "track_box_flag": torch.tensor([[[1, 1, 0]]]), "frame_mask": torch.ones(1, 1, 3, dtype=torch.bool),
+             "view_mask": torch.ones(1, 1, dtype=torch.bool)}
+    assert probe_track.locator_hits(out, batch).tolist() == [[[1, 0, -1]]]
+
+
 def test_the_all_row_pools_frames_and_empty_figures_are_none():
     target = [[[J1, J1]], [[UNSEEN, UNSEEN]]]
     pred = [[[J1, J1]], [[J0, UNSEEN]]]
