@@ -154,6 +154,10 @@ class FusionConfig:
     track_last: Literal["all", "unmarked"] = "unmarked"  # which prefixes the track token closes:
     #   "unmarked" = questions without marks (the temporal ones); a marked question's prefix keeps
     #   the summary tokens last, the pointer's shallow path (docs/experiments.md, session 16)
+    track_motion: bool = False  # the state head also reads where the locator looked on each
+    #   frame (centre and spread of its attention, and how much of it found the person) and how
+    #   that moved since the view's previous frame and until its next: a jump is a bounce of
+    #   the person's cells, a walk a drift (model/track.py, PersonTrack.motion)
     track_oracle: bool = False  # DIAGNOSTIC: the recorded per-frame states (batch "track_target",
     #   read from the generator's metadata, test split included) replace the predicted ones
 

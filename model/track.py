@@ -34,6 +34,7 @@ from model.config import ModelConfig
 from model.view_encoder import PatchTokens, patch_tensor
 
 MAX_FRAMES = 64  # size of the frame-index table
+MOTION_FEATURES = 9  # PersonTrack.motion: found, centre (2), spread (2), move in and out (2 + 2)
 
 
 class PersonTrack(nn.Module):
@@ -75,6 +76,8 @@ class PersonTrack(nn.Module):
         self.norm = nn.LayerNorm(d)
         self.pool_query = nn.Parameter(torch.randn(1, 1, d) * 0.02)
         self.pool = CrossAttentionLayer(d, cfg.heads, cfg.mlp_ratio, cfg.dropout)
+        # Created last, so a run without it initialises as it did before the option existed.
+        self.motion_embed = nn.Linear(MOTION_FEATURES, d) if cfg.fusion.track_motion else None
 
     def forward(self, patch: Union[PatchTokens, torch.Tensor], frame_mask: torch.Tensor,
                 question: torch.Tensor, question_mask: torch.Tensor,
@@ -99,6 +102,8 @@ class PersonTrack(nn.Module):
         query = self.condition(self.query.expand(b, -1, -1), question, key_padding_bias(question_mask))
         located, where = self.locate(patch, question, question_mask)
         read = located + query[:, None]  # (B, V, T, D)
+        if self.motion_embed is not None:
+            read = read + self.motion_embed(self.motion(where, frame_mask))
         logits = self.state(read)  # (B, V, T, S)
         probs = logits.softmax(-1)
         if oracle is not None:
@@ -120,6 +125,29 @@ class PersonTrack(nn.Module):
         counts = (state * mask.unsqueeze(-1).to(state.dtype)).sum(1)  # (B, S)
         pooled = self.pool(self.pool_query.expand(b, -1, -1), tokens, bias) + self.count_embed(counts).unsqueeze(1)
         return {"tokens": tokens, "mask": mask, "pooled": pooled, "state_logits": logits, "locate": where}
+
+    @staticmethod
+    def motion(where: torch.Tensor, frame_mask: torch.Tensor) -> torch.Tensor:
+        """(B, V, T, 1 + P) locator weights (null cell first, a square grid of P cells) ->
+        (B, V, T, MOTION_FEATURES): how much of the attention found the person (1 - null), the
+        centre (x, y) and spread of the attention on the cells (image fractions), and the
+        centre's move from the view's previous frame and to its next (0 at either end)."""
+        b, v, t, n = where.shape
+        g = int(round((n - 1) ** 0.5))
+        centres = (torch.arange(g, dtype=where.dtype, device=where.device) + 0.5) / g
+        found = 1.0 - where[..., 0]
+        cells = (where[..., 1:] / found.unsqueeze(-1).clamp_min(1e-6)).view(b, v, t, g, g)
+        py, px = cells.sum(-1), cells.sum(-2)  # (B, V, T, g): row and column marginals
+        y, x = py @ centres, px @ centres
+        sy = (py @ centres.square() - y.square()).clamp_min(0).sqrt()
+        sx = (px @ centres.square() - x.square()).clamp_min(0).sqrt()
+        pos = torch.stack([x, y], -1) * frame_mask.unsqueeze(-1).to(where.dtype)  # (B, V, T, 2)
+        both = (frame_mask[:, :, 1:] & frame_mask[:, :, :-1]).unsqueeze(-1).to(where.dtype)
+        step = (pos[:, :, 1:] - pos[:, :, :-1]) * both  # (B, V, T - 1, 2)
+        before = torch.cat([step.new_zeros(b, v, 1, 2), step], 2)
+        after = torch.cat([step, step.new_zeros(b, v, 1, 2)], 2)
+        out = torch.cat([found.unsqueeze(-1), pos, torch.stack([sx, sy], -1), before, after], -1)
+        return out * frame_mask.unsqueeze(-1).to(where.dtype)
 
     def locate(self, patch: torch.Tensor, question: torch.Tensor, question_mask: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -117,3 +117,34 @@ def test_the_generator_records_the_asked_persons_box_on_every_frame():
                 ys, xs = mask.nonzero()
                 assert box == [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1]
     json.dumps(boxes)  # it goes into benchmark.json
+
+
+def test_motion_features_say_where_the_locator_looked_and_how_it_moved():
+    from model.track import MOTION_FEATURES, PersonTrack
+    where = torch.zeros(1, 1, 4, 1 + 16)  # a 4 x 4 grid, four frames of one view
+    where[0, 0, 0, 1 + 5] = 1.0  # row 1, column 1
+    where[0, 0, 1, 1 + 1] = 1.0  # row 0, column 1: the person went up by a cell
+    where[0, 0, 2, 0] = 1.0  # the null cell: not found
+    frame_mask = torch.tensor([[[True, True, True, False]]])
+    m = PersonTrack.motion(where, frame_mask)[0, 0]
+    assert m.shape == (4, MOTION_FEATURES)
+    assert m[:, 0].tolist() == [1.0, 1.0, 0.0, 0.0]  # found
+    assert m[0, 1:3].tolist() == [0.375, 0.375] and m[1, 1:3].tolist() == [0.375, 0.125]  # centres
+    assert m[0, 3:5].tolist() == [0.0, 0.0]  # one cell: no spread
+    assert m[1, 5:7].tolist() == [0.0, -0.25] and m[0, 7:9].tolist() == [0.0, -0.25]  # moved up
+    assert m[0, 5:7].tolist() == [0.0, 0.0] and (m[3] == 0).all()  # no frame before; padding
+    half = torch.zeros(1, 1, 1, 1 + 16)
+    half[0, 0, 0, [1, 4]] = 0.5  # two cells of the top row
+    assert torch.allclose(PersonTrack.motion(half, frame_mask[..., :1])[0, 0, 0, 3], torch.tensor(0.375))
+
+
+def test_track_motion_feeds_the_state_head_and_is_off_by_default():
+    torch.manual_seed(0)
+    cfg = _config()
+    plain = build_model(cfg)
+    assert plain.track.motion_embed is None
+    moving = build_model(dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, track_motion=True))).train()
+    batch = with_answer_labels(random_batch(moving.cfg, **CLIPS))
+    crit = CrossViewCriterion(LossConfig(track=1.0, identity=0.0))
+    crit(moving(batch), batch)["loss_track"].backward()
+    assert moving.track.motion_embed.weight.grad.abs().sum() > 0

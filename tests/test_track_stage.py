@@ -29,6 +29,10 @@ def _with_track_records(root: Path) -> Path:
             sample["task"], sample["subset"] = "repetition_count", "MVN"  # scored at +0 by validation
             sample["meta"] = {"observations": {v["view_id"]: {"obs": [["0", "1", None][(i + j) % 3]
                                                                      for j in range(len(v["frames"]))]}
+                                               for i, v in enumerate(sample["views"])},
+                              # where the person is (the locator's target): a box, or no pixel
+                              "person_boxes": {v["view_id"]: [[4 * j, 2, 4 * j + 9, 20] if (i + j) % 3 != 2 else None
+                                                              for j in range(len(v["frames"]))]
                                                for i, v in enumerate(sample["views"])}}
     path.write_text(json.dumps(data))
     return root
@@ -64,11 +68,15 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
     train(stage)
     run = Path(stage.out_dir) / "stage"
     rows = list(csv.DictReader(open(run / "logs" / "metrics.csv")))
-    track = [float(r["train/loss_track_step"]) for r in rows if r.get("train/loss_track_step")]
-    answer = [float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")]
-    assert track and all(t > 0 for t in track)
-    assert answer == pytest.approx(track)  # the track's CE is the whole loss
+    steps = [r for r in rows if r.get("train/loss_track_step")]
+    track = [float(r["train/loss_track_step"]) for r in steps]
+    locate = [float(r["train/loss_track_locate_step"]) for r in steps]
+    total = [float(r["train/loss_step"]) for r in steps]
+    assert track and all(t > 0 for t in track) and all(x > 0 for x in locate)
+    w = stage.loss.track_locate
+    assert w > 0 and total == pytest.approx([t + w * x for t, x in zip(track, locate)])  # the track's terms alone
     assert any(r.get("val/track_acc") for r in rows) and any(r.get("val/track_seen_acc") for r in rows)
+    assert any(r.get("val/track_locate_acc") for r in rows)
     assert not any(r.get("val/acc") or r.get("train/acc_step") for r in rows)  # the track path alone
     saved = json.loads((run / "metrics.json").read_text())
     assert saved["best_val_acc"] is None and set(saved["best_monitor"]) == {"val/track_seen_acc"}
@@ -79,6 +87,7 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
     probe = json.loads((tmp_path / "probe.json").read_text())["tasks"]
     assert set(probe) == {"repetition_count", "all"} and probe["all"]["seen"] > 0
     assert 0 <= probe["all"]["acc"] <= 100 and 0 <= probe["all"]["majority"] <= 100
+    assert 0 <= probe["all"]["located"] <= 100  # the boxes reached the probe
 
     joint = tiny_config(splits, tmp_path, eval__enabled=False, run_name="joint",
                         init_from=str(run / "best.ckpt"))
