@@ -20,6 +20,19 @@ def _config(track=True, oracle=False, last="unmarked"):
                                                                track_last=last))
 
 
+def fit_steps(model, loss_fn, steps: int = 40, lr: float = 3e-3) -> tuple[float, float]:
+    """AdamW steps on ``loss_fn()``; the first and the last loss."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = loss_fn()
+        losses.append(float(loss))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return losses[0], losses[-1]
+
+
 def test_the_vocabulary_size_is_the_configured_one():
     assert FusionConfig().track_states == len(TRACK_STATES)
     assert TRACK_STATES[UNSEEN] == "unseen" and len(set(TRACK_STATES)) == len(TRACK_STATES)
@@ -135,15 +148,8 @@ def test_the_track_loss_is_masked_and_teaches_the_state_head():
     crit = CrossViewCriterion(LossConfig(track=1.0, identity=0.0))
     spatial = dict(batch, track_target=torch.full_like(batch["track_target"], IGNORE))
     assert float(crit(model(spatial), spatial)["loss_track"]) == 0.0
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    first = None
-    for _ in range(40):
-        loss = crit.loss_track(model(batch), batch)
-        first = float(loss) if first is None else first
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert float(loss) < 0.5 * first
+    first, last = fit_steps(model, lambda: crit.loss_track(model(batch), batch))
+    assert last < 0.5 * first
     weightless = CrossViewCriterion(LossConfig(track=0.0, identity=0.0))(model(batch), batch)
     assert "loss_track" not in weightless
 

@@ -10,6 +10,7 @@ from inputs.track import IGNORE, box_cells, track_boxes
 from model import build_model, tiny_model_config
 from model.dummy_batch import random_batch, with_answer_labels
 from training.config import LossConfig
+from test_model_track import fit_steps
 from training.losses import CrossViewCriterion
 
 CLIPS = dict(views=[2, 3, 1], frames=[8, 8, 8], options=[4, 4, 5], cameras=[True, True, False])
@@ -71,15 +72,8 @@ def test_the_locate_loss_is_masked_and_teaches_the_locator():
     assert keep.tolist() == ((batch["track_box_flag"] != IGNORE) & batch["frame_mask"]).tolist()
     assert (target[..., 0] == (batch["track_box_flag"] == 0)).all()  # null cell: no pixel shows
     assert not target[batch["track_box_flag"] == 1][:, 0].any() and target[batch["track_box_flag"] == 1].any(-1).all()
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    first = None
-    for _ in range(40):
-        loss = crit.loss_track_locate(model(batch), batch)
-        first = float(loss) if first is None else first
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert float(loss) < 0.5 * first
+    first, last = fit_steps(model, lambda: crit.loss_track_locate(model(batch), batch))
+    assert last < 0.5 * first
 
 
 def test_a_stage_of_the_track_alone_also_trains_its_locator():
