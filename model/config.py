@@ -126,6 +126,7 @@ class FusionConfig:
     ADDED_KEYS: ClassVar[dict[str, tuple[Any, str]]] = {
         "summary_last": (False, "before it, the summary tokens came first"),
         "track_last": ("all", "before it, the track token closed every question's prefix"),
+        "track_word_norm": (False, "before it, the track read the projected words unnormalised"),
     }
 
     enabled: bool = True  # off: prefix = masked mean of frame tokens ("bag of frames" ablation)
@@ -154,6 +155,11 @@ class FusionConfig:
     track_last: Literal["all", "unmarked"] = "unmarked"  # which prefixes the track token closes:
     #   "unmarked" = questions without marks (the temporal ones); a marked question's prefix keeps
     #   the summary tokens last, the pointer's shallow path (docs/experiments.md, session 16)
+    track_word_norm: bool = True  # the track LayerNorms the question words it reads: the words of
+    #   the random-init embedding table are ~1/4 of the projection's bias, so "red" and "blue"
+    #   look alike and the locator took 16-20 stage epochs to find the named person instead of
+    #   2-4 (docs/experiments.md, session 22). Unlike fusion.question_norm it leaves the words
+    #   the rest of the model reads as they were
     track_motion: bool = False  # the state head also reads where the locator looked on each
     #   frame (centre and spread of its attention, and how much of it found the person) and how
     #   that moved since the view's previous frame and until its next: a jump is a bounce of

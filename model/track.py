@@ -76,8 +76,9 @@ class PersonTrack(nn.Module):
         self.norm = nn.LayerNorm(d)
         self.pool_query = nn.Parameter(torch.randn(1, 1, d) * 0.02)
         self.pool = CrossAttentionLayer(d, cfg.heads, cfg.mlp_ratio, cfg.dropout)
-        # Created last, so a run without it initialises as it did before the option existed.
+        # Created last, so a run without them initialises as it did before the options existed.
         self.motion_embed = nn.Linear(MOTION_FEATURES, d) if cfg.fusion.track_motion else None
+        self.word_norm = nn.LayerNorm(d) if cfg.fusion.track_word_norm else None
 
     def forward(self, patch: Union[PatchTokens, torch.Tensor], frame_mask: torch.Tensor,
                 question: torch.Tensor, question_mask: torch.Tensor,
@@ -99,6 +100,8 @@ class PersonTrack(nn.Module):
         b, v, t, p, d = patch.shape
         if t > MAX_FRAMES:
             raise ValueError(f"PersonTrack handles at most {MAX_FRAMES} frames, the batch has {t}")
+        if self.word_norm is not None:
+            question = self.word_norm(question)
         query = self.condition(self.query.expand(b, -1, -1), question, key_padding_bias(question_mask))
         located, where = self.locate(patch, question, question_mask)
         read = located + query[:, None]  # (B, V, T, D)

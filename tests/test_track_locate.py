@@ -142,3 +142,21 @@ def test_track_motion_feeds_the_state_head_and_is_off_by_default():
     crit = CrossViewCriterion(LossConfig(track=1.0, identity=0.0))
     crit(moving(batch), batch)["loss_track"].backward()
     assert moving.track.motion_embed.weight.grad.abs().sum() > 0
+
+
+def test_the_track_reads_layernormed_words_and_old_configs_keep_raw_ones():
+    from bench.config import from_dict
+    from model.config import FusionConfig
+    cfg = _config()
+    assert cfg.fusion.track_word_norm and build_model(cfg).track.word_norm is not None
+    stored = {k: v for k, v in dataclasses.asdict(cfg.fusion).items() if k != "track_word_norm"}
+    assert from_dict(FusionConfig, stored).track_word_norm is False  # a run from before the option
+    torch.manual_seed(0)
+    model = build_model(cfg).eval()
+    batch = with_answer_labels(random_batch(model.cfg, **CLIPS))
+    with torch.no_grad():
+        base = model.forward_track(batch)["track_logits"]
+        model.token_proj.weight.mul_(10.0)
+        model.token_proj.bias.mul_(10.0)
+        louder = model.forward_track(batch)["track_logits"]
+    assert torch.allclose(base, louder, atol=1e-4)  # the words' scale no longer matters
