@@ -108,9 +108,8 @@ def locator_hits(out: dict, batch: dict) -> torch.Tensor:
     """(B, V, T) long: 1 where the locator's most-attended cell lies in the person's box, 0 where
     it does not, -1 where no box is recorded (the person shows no pixel, or no record)."""
     from training.losses import CrossViewCriterion
-    keep, target = CrossViewCriterion.locate_targets(out, batch)
-    hit = target.gather(-1, out["track_locate"].argmax(-1, keepdim=True)).squeeze(-1).long()
-    return torch.where(keep & (batch["track_box_flag"] == 1), hit, torch.full_like(hit, -1))
+    keep, hit = CrossViewCriterion.locate_hits(out, batch)
+    return torch.where(keep & (batch["track_box_flag"] == 1), hit.long(), -1)
 
 
 def score_track(model, dataset, tasks: list[str], majority: dict[str, int], pad_id: int,

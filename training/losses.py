@@ -20,7 +20,7 @@ class CrossViewCriterion(nn.Module):
 
     def __init__(self, cfg: LossConfig):
         super().__init__()
-        self.track_only = cfg.track_only  # the loss reads only ``track_logits``
+        self.track_only = cfg.track_only  # the loss reads only the track path's outputs
         self.weights = {"answer": cfg.answer, "evidence": cfg.evidence,
                         "entity_evidence": cfg.entity_evidence, "identity": cfg.identity,
                         "track": cfg.track, "track_locate": cfg.track_locate, "view_count": cfg.view_count}
@@ -87,6 +87,13 @@ class CrossViewCriterion(nn.Module):
         return keep, torch.cat([null, cells], -1)
 
     @staticmethod
+    def locate_hits(out: dict, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """``locate_targets``' positions, and (B, V, T) bool: whether the locator's most-attended
+        cell is a target cell (the person's box, or the null cell where they show no pixel)."""
+        keep, target = CrossViewCriterion.locate_targets(out, batch)
+        return keep, target.gather(-1, out["track_locate"].argmax(-1, keepdim=True)).squeeze(-1)
+
+    @staticmethod
     def loss_track_locate(out: dict, batch: dict) -> torch.Tensor:
         """-log of the locator's attention (mean over heads) on the target cells of each
         recorded (view, frame); 0 for a batch without records."""
@@ -134,21 +141,18 @@ class CrossViewCriterion(nn.Module):
         return total / max(count, 1)
 
     def forward(self, out: dict, batch: dict) -> dict[str, torch.Tensor]:
-        if self.track_only:
-            losses = {"loss_track": self.loss_track(out, batch)}
-            if self.weights["track_locate"] > 0:
-                losses["loss_track_locate"] = self.loss_track_locate(out, batch)
-            losses["loss"] = sum(self.weights[k[5:]] * v for k, v in losses.items())
-            return losses
-        terms = {
-            "answer": self.loss_answer(out, batch),
-            "evidence": self.loss_evidence(out, batch),
-            "entity_evidence": self.loss_entity_evidence(out, batch),
-        }
-        if self.weights["identity"] > 0:
-            terms["identity"] = self.loss_identity(out, batch)
-        if "track_logits" in out and self.weights["track"] > 0:
-            terms["track"] = self.loss_track(out, batch)
+        if self.track_only:  # the track path's outputs alone (CrossViewModel.forward_track)
+            terms = {"track": self.loss_track(out, batch)}
+        else:
+            terms = {
+                "answer": self.loss_answer(out, batch),
+                "evidence": self.loss_evidence(out, batch),
+                "entity_evidence": self.loss_entity_evidence(out, batch),
+            }
+            if self.weights["identity"] > 0:
+                terms["identity"] = self.loss_identity(out, batch)
+            if "track_logits" in out and self.weights["track"] > 0:
+                terms["track"] = self.loss_track(out, batch)
         if "track_locate" in out and "track_box_flag" in batch and self.weights["track_locate"] > 0:
             terms["track_locate"] = self.loss_track_locate(out, batch)
         if "count_logits" in out and "count_target" in batch and self.weights["view_count"] > 0:

@@ -90,10 +90,8 @@ class CrossViewModule(L.LightningModule):
                 self.log("val/track_seen_acc", hits[seen].float().mean(), batch_size=int(seen.sum()),
                          sync_dist=True)
         if "track_locate" in out and "track_box_flag" in batch:  # the locator: its most-attended
-            keep, target = self.criterion.locate_targets(out, batch)  # cell is the person's
-            if keep.any():                                           # (or null where unseen)
-                best = out["track_locate"].argmax(-1, keepdim=True)
-                hit = target.gather(-1, best).squeeze(-1)
+            keep, hit = self.criterion.locate_hits(out, batch)      # cell is the person's (or null
+            if keep.any():                                           # where they show no pixel)
                 self.log("val/track_locate_acc", hit[keep].float().mean(), batch_size=int(keep.sum()),
                          sync_dist=True)
         if "count_logits" in out and "count_target" in batch:  # the view counter (inputs/view_counts.py)

@@ -36,7 +36,7 @@ def person_boxes(ctx: TaskContext, pid: int) -> dict[str, list]:
         boxes = []
         for frame in frames:
             rec = frame["persons"].get(pid)
-            boxes.append(None if rec is None or rec["box"] is None else [int(x) for x in rec["box"]])
+            boxes.append(None if rec is None else rec["box"])  # observe_view: None where no pixel shows
         out[v] = boxes
     return out
 
