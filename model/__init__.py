@@ -3,7 +3,8 @@ from model.backbone import FrozenClipBackbone, build_backbone, preprocess_consta
 from model.config import (BackboneConfig, CameraConfig, EntityConfig, EvidenceConfig,
                           FusionConfig, LanguageHeadConfig, ModelConfig,
                           tiny_backbone_config, tiny_model_config)
-from model.crossview import CrossViewModel, build_model
+from model.build import build_model
+from model.crossview import CrossViewModel
 from model.language_head import load_causal_lm
 
 __all__ = [
