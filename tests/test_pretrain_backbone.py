@@ -67,7 +67,8 @@ def test_shipped_corpus_never_draws_a_benchmark_scene(config):
         _stream_keys(pre.corpus.seed, TEMPORAL_TAG, pre.corpus.n_temporal)
     for path in sorted((ROOT / "configs/bench").glob("*.yaml")):
         cfg = load_config(SynthConfig, path)
-        benchmark = _stream_keys(cfg.seed, 2, cfg.n_scenes) | _stream_keys(cfg.seed, 4, cfg.temporal.n_scenes)
+        benchmark = (_stream_keys(cfg.seed, 2, cfg.n_scenes + cfg.extra_train_scenes)
+                     | _stream_keys(cfg.seed, 4, cfg.temporal.n_scenes + cfg.temporal.extra_train_scenes))
         assert not corpus & benchmark, path
     # and directly, on the first scenes: people and cameras differ
     def fingerprint(scene):

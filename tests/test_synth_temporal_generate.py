@@ -3,6 +3,7 @@ both axes, bytes are reproducible, and a rendered walking person moves between f
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -64,3 +65,26 @@ def test_walkers_move_between_frames():
     assert moved, "somebody should walk across the scene"
     cam = next(iter(renders))
     assert not np.array_equal(renders[cam][0].rgb, renders[cam][-1].rgb)
+
+
+def test_extra_train_scenes_add_train_questions_and_keep_val_test(tiny: Path, tmp_path: Path):
+    """extra_train_scenes / temporal.extra_train_scenes: new scenes, all in train; the train
+    split keeps its old scenes; val and test are the same samples and the same image bytes."""
+    out = tmp_path / "more"
+    generate(load_config(SynthConfig, None, TINY + ["extra_train_scenes=2", "temporal.extra_train_scenes=1"]),
+             out, progress=False)
+
+    def samples(root: Path, split: str) -> list:
+        return json.loads((root / split / "benchmark.json").read_text())["samples"]
+
+    for split in ("val", "test"):
+        assert samples(out, split) == samples(tiny, split)
+        before, after = _digest(tiny / split / "images"), _digest(out / split / "images")
+        assert after == before
+    old = {s["scene"] for s in samples(tiny, "train")}
+    new = {s["scene"] for s in samples(out, "train")}
+    assert old <= new
+    assert {"s000004", "s000005", "t000003"} & new  # the added indices come after n_scenes
+    assert not {"s000004", "s000005", "t000003"} & {s["scene"] for split in ("val", "test")
+                                                      for s in samples(out, split)}
+    assert len(samples(out, "train")) > len(samples(tiny, "train"))

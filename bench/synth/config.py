@@ -108,7 +108,7 @@ class TaskConfig:
 @dataclass
 class TemporalConfig:
     RANGES: ClassVar[dict] = {
-        "n_scenes": ">= 0", "frame_dt": "> 0", "min_persons": ">= 1", "max_persons": ">= 1", "cameras": ">= 1",
+        "n_scenes": ">= 0", "extra_train_scenes": ">= 0", "frame_dt": "> 0", "min_persons": ">= 1", "max_persons": ">= 1", "cameras": ">= 1",
         "object_weights": ">= 0", "area_radius": "> 0", "panels": ">= 0", "cross_margin": ">= 0",
         "place_tries": ">= 1", "per_scene": ">= 1", "max_task_share": "(0, 1]",
         # a hand-action script holds two actions of 2-3 frames each and a resting frame first
@@ -117,6 +117,7 @@ class TemporalConfig:
     }
 
     n_scenes: int = 0             # temporal scenes over all splits (0: spatial only); T x cameras images each
+    extra_train_scenes: int = 0   # temporal scenes added to the train split only (as the spatial key)
     frames: int = 8               # T synchronized frames per camera
     frame_dt: float = 0.5         # seconds between frames
     min_persons: int = 8          # people per temporal scene, inclusive range (shirts are unique);
@@ -140,12 +141,17 @@ class TemporalConfig:
 
 @dataclass
 class SynthConfig:
-    RANGES: ClassVar[dict] = {"seed": ">= 0", "n_scenes": ">= 0", "split_fractions": "[0, 1]", "workers": ">= 0"}
+    RANGES: ClassVar[dict] = {"seed": ">= 0", "n_scenes": ">= 0", "extra_train_scenes": ">= 0",
+                              "split_fractions": "[0, 1]", "workers": ">= 0"}
 
     name: str = "synth-spatial"   # benchmark name written to benchmark.json
     seed: int = 0                 # the same seed and config give byte-identical output
     n_scenes: int = 300           # scenes over all splits
     split_fractions: list[float] = field(default_factory=lambda: [0.6, 0.1, 0.3])  # train, val, test
+    # Spatial scenes added to the train split only, after the n_scenes that split_fractions cuts:
+    # more training questions with val and test the same samples and images whatever its value
+    # (their scenes, seeds and balancing streams do not depend on it).
+    extra_train_scenes: int = 0
     workers: int = 0              # processes; 0 = one per CPU core
     # "balanced": every split is the balanced selection (answer values, options, oracle hits,
     # task shares; bench/synth/balance.py). "verified": the train split keeps every verified
