@@ -3,7 +3,7 @@ benchmark, trained on its train split and scored on its val split.
 
     python scripts/probe_features.py [--config configs/default.yaml] [--out runs/probe_features.json] [key=value ...]
 
-Five probes, each a small classifier on frozen features (no question, no language head):
+Nine probes, each a small classifier on frozen features (no question, no language head):
 
 * ``count``: how many people an image shows, from all its patch tokens (a per-cell MLP whose
   logits are averaged over the grid). Labels: the generator's per-camera counts in the
@@ -22,6 +22,10 @@ Five probes, each a small classifier on frozen features (no question, no languag
   the ``meta.observations`` of repetition_count / limb_repetition_count questions. The frame
   is not told which person is asked, so the probe reads "someone in it is airborne"; in these
   clips the asked person is the one who jumps or waves.
+* ``jump_person`` / ``hand_person``: the same states told where the asked person is: a 2x2
+  RoIAlign in the box of their visible pixels on that frame (``meta.person_boxes``; a linear
+  classifier, as ``posture``), on every frame where the state is recorded and the person shows.
+  What the person track's state head has to read once its locator has found the person.
 * ``shirt_colour_marks``: the same probe on every person mark of a spatial image, labelled from
   the rebuilt scene (as ``posture``): about eight times as many val marks as ``shirt_colour``,
   whose labels exist only where an attribute question recorded the shirt (35 val marks on the
@@ -111,6 +115,28 @@ def frame_state_labels(bench, task: str) -> dict[str, int]:
                 if state is not None:
                     labels[str(bench.image_path(frame.image).resolve())] = int(state)
     return labels
+
+
+def person_state_labels(bench, task: str) -> list[tuple[str, tuple[float, float, float, float], int]]:
+    """(image path, the asked person's visible box, state 0 / 1) on every frame of ``task``'s
+    questions where the generator recorded the state and the person shows pixels
+    (``meta.person_boxes``); a (frame, box) seen in two questions keeps one row."""
+    rows, seen = [], set()
+    for s in bench.samples:
+        if s.task != task:
+            continue
+        meta = s.meta or {}
+        obs, boxes = meta.get("observations", {}), meta.get("person_boxes") or {}
+        for view in s.views:
+            states = obs.get(view.view_id, {}).get("obs") or []
+            for frame, state, box in zip(view.frames, states, boxes.get(view.view_id) or []):
+                if state is None or box is None:
+                    continue
+                key = (str(bench.image_path(frame.image).resolve()), tuple(box))
+                if key not in seen:
+                    seen.add(key)
+                    rows.append((*key, int(state)))
+    return rows
 
 
 def shirt_labels(bench) -> list[tuple[str, tuple[float, float, float, float], str]]:
@@ -290,8 +316,11 @@ def main(argv: list[str] | None = None) -> int:
                          "dedup_count questions with meta.observations, as the synthetic generator writes)")
     states = {name: (frame_state_labels(train, task), frame_state_labels(held, task))
               for name, task in TEMPORAL_STATES.items()}
+    person_states = {f"{name}_person": (person_state_labels(train, task), person_state_labels(held, task))
+                     for name, task in TEMPORAL_STATES.items()}
     paths = sorted(set(counts_tr) | set(counts_va) | set(every_tr) | set(every_va) | {r[0] for r in shirts_tr + shirts_va + marks_tr + marks_va + postures_tr + postures_va}
-                   | {p for pair in states.values() for labels in pair for p in labels})
+                   | {p for pair in states.values() for labels in pair for p in labels}
+                   | {r[0] for pair in person_states.values() for rows in pair for r in rows})
     table = cache.table(paths, desc="encoding probe images")
     n_patch = table.patch_tokens.shape[1]
     grid = int(round(n_patch ** 0.5))
@@ -324,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     C = table.patch_tokens.shape[-1]
     for probe, (rows_tr, rows_va) in {"shirt_colour": (shirts_tr, shirts_va),
                                       "shirt_colour_marks": (marks_tr, marks_va),
-                                      "posture": (postures_tr, postures_va)}.items():
+                                      "posture": (postures_tr, postures_va), **person_states}.items():
         if not rows_tr or not rows_va:
             continue
         classes = sorted({r[2] for r in rows_tr + rows_va})
@@ -342,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    for probe in ("count", "count_every_image", "shirt_colour", "shirt_colour_marks", "posture", *TEMPORAL_STATES):
+    for probe in ("count", "count_every_image", "shirt_colour", "shirt_colour_marks", "posture", *TEMPORAL_STATES,
+                  *(f"{name}_person" for name in TEMPORAL_STATES)):
         if probe not in result:
             continue
         r = result[probe]

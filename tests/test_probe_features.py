@@ -112,6 +112,23 @@ def test_frame_state_labels_take_each_seen_frame_of_the_asked_person(tmp_path: P
     assert probe.frame_state_labels(bench, "limb_repetition_count") == {}
 
 
+def test_person_state_labels_take_the_asked_persons_box_where_the_state_is_recorded(tmp_path: Path):
+    from types import SimpleNamespace as NS
+    frames = [NS(image=f"images/t0/cam{v}_f{f:02d}.png") for v in range(2) for f in range(3)]
+    views = [NS(view_id="cam0", frames=frames[:3]), NS(view_id="cam1", frames=frames[3:])]
+    obs = {"cam0": {"obs": ["0", "1", None]}, "cam1": {"obs": [None, "1", "0"]}}
+    boxes = {"cam0": [[1, 2, 3, 4], None, [5, 6, 7, 8]], "cam1": [None, [0, 0, 9, 9], [2, 2, 8, 8]]}
+    sample = NS(task="repetition_count", views=views, meta={"observations": obs, "person_boxes": boxes})
+    bench = NS(samples=[sample, sample, NS(task="repetition_count", views=views, meta={"observations": obs})],
+               image_path=lambda rel: tmp_path / rel)
+    path = lambda v, f: str((tmp_path / f"images/t0/cam{v}_f{f:02d}.png").resolve())  # noqa: E731
+    # a recorded state with no pixels (cam0 f1), or pixels with no state (cam0 f2), gives no row;
+    # the repeated sample and the sample without boxes add none
+    assert probe.person_state_labels(bench, "repetition_count") == [
+        (path(0, 0), (1, 2, 3, 4), 0), (path(1, 1), (0, 0, 9, 9), 1), (path(1, 2), (2, 2, 8, 8), 0)]
+    assert probe.person_state_labels(bench, "limb_repetition_count") == []
+
+
 def test_shirt_mark_labels_cover_every_spatial_mark_with_the_scene_shirt(synth: Path):
     import numpy as np
 
