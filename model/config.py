@@ -164,6 +164,11 @@ class FusionConfig:
     #   frame (centre and spread of its attention, and how much of it found the person) and how
     #   that moved since the view's previous frame and until its next: a jump is a bounce of
     #   the person's cells, a walk a drift (model/track.py, PersonTrack.motion)
+    track_box_read: bool = False  # the state head also reads a 2x2 RoIAlign of the person's box on
+    #   each frame, the box predicted from where the locator looked (loss.track_box trains it on
+    #   the generator's boxes; in training the recorded box is read where there is one). The
+    #   locator's attention sits on the upper half of the person; a probe given the box reads
+    #   jumps at 92 % (docs/experiments.md, session 23)
     track_oracle: bool = False  # DIAGNOSTIC: the recorded per-frame states (batch "track_target",
     #   read from the generator's metadata, test split included) replace the predicted ones
 

@@ -172,6 +172,8 @@ class CrossViewModel(nn.Module):
         if track is not None:
             entity_out["track_logits"] = track["state_logits"]
             entity_out["track_locate"] = track["locate"]
+            if "box" in track:
+                entity_out["track_box_pred"] = track["box"]
         if "count_logits" in views:
             entity_out["count_logits"] = views["count_logits"]
         return {**scores, **entity_out,
@@ -279,7 +281,10 @@ class CrossViewModel(nn.Module):
                 raise ValueError("model.fusion.track_oracle is on but the batch has no track_target "
                                  "(inputs/items.py builds it from the generator's metadata)")
             oracle = batch["track_target"]
-        return self.track(views["patch"], views["frame_mask"], question, batch["prompt_mask"], oracle)
+        teacher = None
+        if self.training and self.cfg.fusion.track_box_read and "track_box_flag" in batch:
+            teacher = (batch["track_box"], batch["track_box_flag"])
+        return self.track(views["patch"], views["frame_mask"], question, batch["prompt_mask"], oracle, teacher)
 
     def forward_track(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """Only what the person track's state logits depend on: the view encoder, the question
@@ -294,7 +299,10 @@ class CrossViewModel(nn.Module):
             raise ValueError("forward_track needs model.fusion.enabled and model.fusion.track")
         views = self.encode_views(batch)
         track = self.run_track(views, self.question_tokens(batch["prompt_ids"]), batch)
-        return {"track_logits": track["state_logits"], "track_locate": track["locate"]}
+        out = {"track_logits": track["state_logits"], "track_locate": track["locate"]}
+        if "box" in track:
+            out["track_box_pred"] = track["box"]
+        return out
 
     def question_tokens(self, ids: torch.Tensor) -> torch.Tensor:
         """Token ids (..., L) -> projected LM embeddings (..., L, D), LayerNormed with

@@ -23,11 +23,12 @@ a model to report.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Union
+from typing import Dict, Optional, Tuple, Union
 
 import torch
 from timm.models.vision_transformer import Block
 from torch import nn
+from torchvision.ops import roi_align
 
 from model.attention import CrossAttentionLayer, key_padding_bias
 from model.config import ModelConfig
@@ -35,6 +36,7 @@ from model.view_encoder import PatchTokens, patch_tensor
 
 MAX_FRAMES = 64  # size of the frame-index table
 MOTION_FEATURES = 9  # PersonTrack.motion: found, centre (2), spread (2), move in and out (2 + 2)
+BOX_GEOMETRY = 5  # the first MOTION_FEATURES: found, centre (2), spread (2); the box head's input
 
 
 class PersonTrack(nn.Module):
@@ -79,22 +81,33 @@ class PersonTrack(nn.Module):
         # Created last, so a run without them initialises as it did before the options existed.
         self.motion_embed = nn.Linear(MOTION_FEATURES, d) if cfg.fusion.track_motion else None
         self.word_norm = nn.LayerNorm(d) if cfg.fusion.track_word_norm else None
+        self.box_head: Optional[nn.Module] = None
+        self.box_read: Optional[nn.Module] = None
+        if cfg.fusion.track_box_read:
+            geo = BOX_GEOMETRY
+            self.box_head = nn.Sequential(nn.LayerNorm(d + geo), nn.Linear(d + geo, d), nn.GELU(), nn.Linear(d, 4))
+            self.box_read = nn.Sequential(nn.LayerNorm(4 * d), nn.Linear(4 * d, d))
 
     def forward(self, patch: Union[PatchTokens, torch.Tensor], frame_mask: torch.Tensor,
                 question: torch.Tensor, question_mask: torch.Tensor,
-                oracle: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+                oracle: Optional[torch.Tensor] = None,
+                teacher_box: Optional[Tuple[torch.Tensor, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
         """
         Args:
             patch: (B, V, T, P, D) encoded patch tokens; frame_mask (B, V, T) bool.
             question: (B, L, D) question tokens (d_model); question_mask (B, L) bool.
             oracle: optional (B, V, T) recorded state ids (inputs/track.py; < 0 = no record):
                 one-hot states replace the predicted ones where a record exists.
+            teacher_box: optional (box (B, V, T, 4), flag (B, V, T)) of inputs/track.py
+                track_boxes: with fusion.track_box_read, the box read where flag is 1 (training).
         Returns:
             "tokens" (B, T, D) and "mask" (B, T): one token per frame index;
             "pooled" (B, 1, D): the track read by a learned query, plus an embedding of how
                 many frames show each merged state;
             "state_logits" (B, V, T, S): the per-(view, frame) state classifier;
-            "locate" (B, V, T, 1 + P): where the locator looked (``locate``).
+            "locate" (B, V, T, 1 + P): where the locator looked (``locate``);
+            "box" (B, V, T, 4): the predicted box of the person, unit x0 y0 x1 y1 (only with
+                fusion.track_box_read).
         """
         patch = patch_tensor(patch)
         b, v, t, p, d = patch.shape
@@ -107,6 +120,9 @@ class PersonTrack(nn.Module):
         read = located + query[:, None]  # (B, V, T, D)
         if self.motion_embed is not None:
             read = read + self.motion_embed(self.motion(where, frame_mask))
+        box = None
+        if self.box_head is not None:
+            box, read = self.read_box(patch, read, where, frame_mask, teacher_box)
         logits = self.state(read)  # (B, V, T, S)
         probs = logits.softmax(-1)
         if oracle is not None:
@@ -127,7 +143,37 @@ class PersonTrack(nn.Module):
         tokens = self.norm(tokens) * mask.unsqueeze(-1)
         counts = (state * mask.unsqueeze(-1).to(state.dtype)).sum(1)  # (B, S)
         pooled = self.pool(self.pool_query.expand(b, -1, -1), tokens, bias) + self.count_embed(counts).unsqueeze(1)
-        return {"tokens": tokens, "mask": mask, "pooled": pooled, "state_logits": logits, "locate": where}
+        out = {"tokens": tokens, "mask": mask, "pooled": pooled, "state_logits": logits, "locate": where}
+        if box is not None:
+            out["box"] = box
+        return out
+
+    def read_box(self, patch: torch.Tensor, read: torch.Tensor, where: torch.Tensor, frame_mask: torch.Tensor,
+                 teacher_box: Optional[Tuple[torch.Tensor, torch.Tensor]]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The person's box on every (view, frame), predicted from what and where the locator
+        read (its centre moves from the attention's centre by at most half the image; width
+        and height in (0, 1)), and ``read`` plus a 2x2 RoIAlign of the patch grid in that box
+        (the teacher's box where its flag is 1). The box the RoI reads is detached: the box
+        head learns from loss.track_box, the state head from what the box holds."""
+        assert self.box_head is not None and self.box_read is not None
+        b, v, t, p, d = patch.shape
+        g = int(round(p ** 0.5))
+        if g * g != p:
+            raise ValueError(f"fusion.track_box_read needs a square patch grid, the features have {p} cells")
+        geo = self.motion(where, frame_mask)[..., :BOX_GEOMETRY]  # found, centre (x, y), spread (x, y)
+        raw = self.box_head(torch.cat([read, geo], -1))
+        centre = (geo[..., 1:3] + 0.5 * torch.tanh(raw[..., :2])).clamp(0.0, 1.0)
+        size = torch.sigmoid(raw[..., 2:])
+        box = torch.cat([centre - size / 2, centre + size / 2], -1).clamp(0.0, 1.0)
+        used = box.detach()
+        if teacher_box is not None:
+            known, flag = teacher_box
+            used = torch.where((flag == 1).unsqueeze(-1), known.to(used.dtype), used)
+        fmap = patch.reshape(b * v * t, g, g, d).permute(0, 3, 1, 2)
+        index = torch.arange(b * v * t, device=patch.device, dtype=patch.dtype).unsqueeze(-1)
+        rois = torch.cat([index, used.reshape(-1, 4) * g], -1)
+        roi = roi_align(fmap, rois, output_size=2, aligned=True).reshape(b, v, t, 4 * d)
+        return box, read + self.box_read(roi) * frame_mask.unsqueeze(-1).to(read.dtype)
 
     @staticmethod
     def motion(where: torch.Tensor, frame_mask: torch.Tensor) -> torch.Tensor:

@@ -160,3 +160,43 @@ def test_the_track_reads_layernormed_words_and_old_configs_keep_raw_ones():
         model.token_proj.bias.mul_(10.0)
         louder = model.forward_track(batch)["track_logits"]
     assert torch.allclose(base, louder, atol=1e-4)  # the words' scale no longer matters
+
+
+def test_the_box_read_predicts_the_box_reads_it_and_learns_from_the_recorded_one():
+    torch.manual_seed(0)
+    cfg = _config()
+    assert build_model(cfg).track.box_head is None and "track_box_pred" not in build_model(cfg).eval()(
+        with_answer_labels(random_batch(cfg, **CLIPS)))
+    cfg = dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, track_box_read=True))
+    model = build_model(cfg).train()
+    batch = with_answer_labels(random_batch(model.cfg, **CLIPS))
+    out = model(batch)
+    box = out["track_box_pred"]
+    assert box.shape == (*batch["frame_mask"].shape, 4) and box.min() >= 0 and box.max() <= 1
+    assert (box[..., 2:] >= box[..., :2]).all()
+    assert torch.allclose(model.forward_track(batch)["track_box_pred"], box, atol=1e-6)
+    # in training the state head reads the recorded box where there is one; in eval, its own
+    moved = dict(batch, track_box=batch["track_box"].flip(-1).clamp(0, 1).sort(-1).values)
+    shown = batch["track_box_flag"] == 1
+    with torch.no_grad():
+        a, b = model(batch)["track_logits"], model(moved)["track_logits"]
+        assert not torch.allclose(a[shown], b[shown]) and torch.allclose(a[~shown], b[~shown], atol=1e-6)
+        model.eval()
+        assert torch.allclose(model(batch)["track_logits"], model(moved)["track_logits"], atol=1e-6)
+    model.train()
+    crit = CrossViewCriterion(LossConfig(track=0.0, identity=0.0, track_box=1.0))
+    none = dict(batch, track_box_flag=torch.full_like(batch["track_box_flag"], IGNORE))
+    assert float(crit(model(none), none)["loss_track_box"]) == 0.0
+    first, last = fit_steps(model, lambda: crit.loss_track_box(model(batch), batch))
+    assert last < 0.5 * first
+
+
+def test_the_box_loss_needs_the_box_read():
+    import pytest
+
+    from bench.config import ConfigError
+    from training.config import load_train_config
+    with pytest.raises(ConfigError, match="track_box_read"):
+        load_train_config(None, ["loss.track_box=1.0", "model.fusion.track=true"])
+    assert load_train_config(None, ["loss.track_box=1.0", "model.fusion.track=true",
+                                    "model.fusion.track_box_read=true"]).loss.track_box == 1.0

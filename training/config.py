@@ -51,7 +51,7 @@ class AugmentConfig:
 @dataclass
 class LossConfig:
     RANGES: ClassVar[dict] = {"answer": ">= 0", "evidence": ">= 0", "entity_evidence": ">= 0", "identity": ">= 0",
-                              "track": ">= 0", "track_locate": ">= 0", "view_count": ">= 0"}
+                              "track": ">= 0", "track_locate": ">= 0", "track_box": ">= 0", "view_count": ">= 0"}
 
     answer: float = 1.0  # weight of the option cross-entropy
     evidence: float = 0.2  # weight of the (view, frame) evidence BCE
@@ -63,6 +63,9 @@ class LossConfig:
     #   the asked person's box per frame from the generator's metadata, inputs/track.py
     #   track_boxes): -log of the attention the locator puts on the cells the box covers, or
     #   on its null cell where the person shows no pixel
+    track_box: float = 0.0  # weight of the track's box loss (only with model.fusion.track_box_read):
+    #   smooth L1 between its predicted box of the person and the generator's, on the frames that
+    #   show the person
     view_count: float = 0.5  # weight of the per-frame people-count CE (only with
     #   model.view_counter; targets from the generator's per-view record, inputs/view_counts.py)
 
@@ -160,6 +163,9 @@ def load_train_config(path: str | Path | None = None, overrides: list[str] | Non
     if cfg.loss.track_only and not cfg.model.fusion.track:
         raise ConfigError(f"{path}: loss.track is the only weighted loss term, but model.fusion.track is off "
                           "(nothing would be trained)")
+    if cfg.loss.track_box > 0 and not (cfg.model.fusion.track and cfg.model.fusion.track_box_read):
+        raise ConfigError(f"{path}: loss.track_box={cfg.loss.track_box} trains the track's box head: it needs "
+                          "model.fusion.track=true and model.fusion.track_box_read=true")
     if cfg.loss.track_only and not cfg.trainer.monitor.startswith("val/track"):
         raise ConfigError(f"{path}: loss.track is the only weighted loss term, so validation scores no answers; "
                           f"set trainer.monitor to val/track_acc or val/track_seen_acc, not {cfg.trainer.monitor}")

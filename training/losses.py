@@ -23,7 +23,8 @@ class CrossViewCriterion(nn.Module):
         self.track_only = cfg.track_only  # the loss reads only the track path's outputs
         self.weights = {"answer": cfg.answer, "evidence": cfg.evidence,
                         "entity_evidence": cfg.entity_evidence, "identity": cfg.identity,
-                        "track": cfg.track, "track_locate": cfg.track_locate, "view_count": cfg.view_count}
+                        "track": cfg.track, "track_locate": cfg.track_locate, "track_box": cfg.track_box,
+                        "view_count": cfg.view_count}
 
     @staticmethod
     def loss_answer(out: dict, batch: dict) -> torch.Tensor:
@@ -104,6 +105,16 @@ class CrossViewCriterion(nn.Module):
         return -torch.log(mass.clamp_min(1e-6)).mean()
 
     @staticmethod
+    def loss_track_box(out: dict, batch: dict) -> torch.Tensor:
+        """Smooth L1 of the track's predicted box (unit x0 y0 x1 y1) against the generator's, on
+        the recorded (view, frame)s where the person shows; 0 for a batch without such frames."""
+        keep = CrossViewCriterion._frame_positions(batch, "track_box_flag") & (batch["track_box_flag"] == 1)
+        pred = out["track_box_pred"]
+        if not keep.any():
+            return pred.sum() * 0.0
+        return F.smooth_l1_loss(pred[keep], batch["track_box"][keep].to(pred.dtype), beta=0.05)
+
+    @staticmethod
     def count_positions(batch: dict) -> torch.Tensor:
         """(B, V, T) bool: real frames of real views with a recorded people count."""
         return CrossViewCriterion._frame_positions(batch, "count_target")
@@ -155,6 +166,8 @@ class CrossViewCriterion(nn.Module):
                 terms["track"] = self.loss_track(out, batch)
         if "track_locate" in out and "track_box_flag" in batch and self.weights["track_locate"] > 0:
             terms["track_locate"] = self.loss_track_locate(out, batch)
+        if "track_box_pred" in out and "track_box_flag" in batch and self.weights["track_box"] > 0:
+            terms["track_box"] = self.loss_track_box(out, batch)
         if "count_logits" in out and "count_target" in batch and self.weights["view_count"] > 0:
             terms["view_count"] = self.loss_view_count(out, batch)
         losses = {f"loss_{k}": v for k, v in terms.items()}
