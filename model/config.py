@@ -169,6 +169,8 @@ class FusionConfig:
     #   the generator's boxes; in training the recorded box is read where there is one). The
     #   locator's attention sits on the upper half of the person; a probe given the box reads
     #   jumps at 92 % (docs/experiments.md, session 23)
+    track_box_teacher: bool = True  # with track_box_read: in training the recorded box is read
+    #   where there is one; false: always the predicted box, as in evaluation
     track_oracle: bool = False  # DIAGNOSTIC: the recorded per-frame states (batch "track_target",
     #   read from the generator's metadata, test split included) replace the predicted ones
 

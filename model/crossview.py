@@ -282,7 +282,8 @@ class CrossViewModel(nn.Module):
                                  "(inputs/items.py builds it from the generator's metadata)")
             oracle = batch["track_target"]
         teacher = None
-        if self.training and self.cfg.fusion.track_box_read and "track_box_flag" in batch:
+        fusion = self.cfg.fusion
+        if self.training and fusion.track_box_read and fusion.track_box_teacher and "track_box_flag" in batch:
             teacher = (batch["track_box"], batch["track_box_flag"])
         return self.track(views["patch"], views["frame_mask"], question, batch["prompt_mask"], oracle, teacher)
 

@@ -183,6 +183,9 @@ def test_the_box_read_predicts_the_box_reads_it_and_learns_from_the_recorded_one
         assert not torch.allclose(a[shown], b[shown]) and torch.allclose(a[~shown], b[~shown], atol=1e-6)
         model.eval()
         assert torch.allclose(model(batch)["track_logits"], model(moved)["track_logits"], atol=1e-6)
+    own = build_model(dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, track_box_teacher=False))).train()
+    with torch.no_grad():  # without the teacher, training reads its own box too
+        assert torch.allclose(own(batch)["track_logits"], own(moved)["track_logits"], atol=1e-6)
     model.train()
     crit = CrossViewCriterion(LossConfig(track=0.0, identity=0.0, track_box=1.0))
     none = dict(batch, track_box_flag=torch.full_like(batch["track_box_flag"], IGNORE))
