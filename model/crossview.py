@@ -170,10 +170,7 @@ class CrossViewModel(nn.Module):
         if self.clip_gate is not None:
             scores["option_logits"] = scores["option_logits"] + self.clip_prior(batch)
         if track is not None:
-            entity_out["track_logits"] = track["state_logits"]
-            entity_out["track_locate"] = track["locate"]
-            if "box" in track:
-                entity_out["track_box_pred"] = track["box"]
+            entity_out.update(self.track_outputs(track))
         if "count_logits" in views:
             entity_out["count_logits"] = views["count_logits"]
         return {**scores, **entity_out,
@@ -299,7 +296,12 @@ class CrossViewModel(nn.Module):
         if self.track is None:
             raise ValueError("forward_track needs model.fusion.enabled and model.fusion.track")
         views = self.encode_views(batch)
-        track = self.run_track(views, self.question_tokens(batch["prompt_ids"]), batch)
+        return self.track_outputs(self.run_track(views, self.question_tokens(batch["prompt_ids"]), batch))
+
+    @staticmethod
+    def track_outputs(track: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """The track's outputs under the model's keys (the losses' and the probes' inputs):
+        track_logits, track_locate, and track_box_pred with fusion.track_box_read."""
         out = {"track_logits": track["state_logits"], "track_locate": track["locate"]}
         if "box" in track:
             out["track_box_pred"] = track["box"]

@@ -36,7 +36,7 @@ from model.view_encoder import PatchTokens, patch_tensor
 
 MAX_FRAMES = 64  # size of the frame-index table
 MOTION_FEATURES = 9  # PersonTrack.motion: found, centre (2), spread (2), move in and out (2 + 2)
-BOX_GEOMETRY = 5  # the first MOTION_FEATURES: found, centre (2), spread (2); the box head's input
+GEOMETRY_FEATURES = 5  # PersonTrack.geometry: found, centre (2), spread (2); the box head's input
 
 
 class PersonTrack(nn.Module):
@@ -84,7 +84,7 @@ class PersonTrack(nn.Module):
         self.box_head: Optional[nn.Module] = None
         self.box_read: Optional[nn.Module] = None
         if cfg.fusion.track_box_read:
-            geo = BOX_GEOMETRY
+            geo = GEOMETRY_FEATURES
             self.box_head = nn.Sequential(nn.LayerNorm(d + geo), nn.Linear(d + geo, d), nn.GELU(), nn.Linear(d, 4))
             self.box_read = nn.Sequential(nn.LayerNorm(4 * d), nn.Linear(4 * d, d))
 
@@ -160,7 +160,7 @@ class PersonTrack(nn.Module):
         g = int(round(p ** 0.5))
         if g * g != p:
             raise ValueError(f"fusion.track_box_read needs a square patch grid, the features have {p} cells")
-        geo = self.motion(where, frame_mask)[..., :BOX_GEOMETRY]  # found, centre (x, y), spread (x, y)
+        geo = self.geometry(where, frame_mask)  # found, centre (x, y), spread (x, y)
         raw = self.box_head(torch.cat([read, geo], -1))
         centre = (geo[..., 1:3] + 0.5 * torch.tanh(raw[..., :2])).clamp(0.0, 1.0)
         size = torch.sigmoid(raw[..., 2:])
@@ -176,11 +176,11 @@ class PersonTrack(nn.Module):
         return box, read + self.box_read(roi) * frame_mask.unsqueeze(-1).to(read.dtype)
 
     @staticmethod
-    def motion(where: torch.Tensor, frame_mask: torch.Tensor) -> torch.Tensor:
+    def geometry(where: torch.Tensor, frame_mask: torch.Tensor) -> torch.Tensor:
         """(B, V, T, 1 + P) locator weights (null cell first, a square grid of P cells) ->
-        (B, V, T, MOTION_FEATURES): how much of the attention found the person (1 - null), the
-        centre (x, y) and spread of the attention on the cells (image fractions), and the
-        centre's move from the view's previous frame and to its next (0 at either end)."""
+        (B, V, T, GEOMETRY_FEATURES): how much of the attention found the person (1 - null), and
+        the centre (x, y) and spread (x, y) of the attention on the cells (image fractions); 0 on
+        padded frames."""
         b, v, t, n = where.shape
         g = int(round((n - 1) ** 0.5))
         centres = (torch.arange(g, dtype=where.dtype, device=where.device) + 0.5) / g
@@ -190,13 +190,23 @@ class PersonTrack(nn.Module):
         y, x = py @ centres, px @ centres
         sy = (py @ centres.square() - y.square()).clamp_min(0).sqrt()
         sx = (px @ centres.square() - x.square()).clamp_min(0).sqrt()
-        pos = torch.stack([x, y], -1) * frame_mask.unsqueeze(-1).to(where.dtype)  # (B, V, T, 2)
+        out = torch.cat([found.unsqueeze(-1), torch.stack([x, y, sx, sy], -1)], -1)
+        return out * frame_mask.unsqueeze(-1).to(where.dtype)
+
+    @staticmethod
+    def motion(where: torch.Tensor, frame_mask: torch.Tensor) -> torch.Tensor:
+        """(B, V, T, 1 + P) locator weights (null cell first, a square grid of P cells) ->
+        (B, V, T, MOTION_FEATURES): how much of the attention found the person (1 - null), the
+        centre (x, y) and spread of the attention on the cells (image fractions), and the
+        centre's move from the view's previous frame and to its next (0 at either end)."""
+        geo = PersonTrack.geometry(where, frame_mask)
+        b, v = geo.shape[:2]
+        pos = geo[..., 1:3]  # (B, V, T, 2), 0 on padded frames
         both = (frame_mask[:, :, 1:] & frame_mask[:, :, :-1]).unsqueeze(-1).to(where.dtype)
         step = (pos[:, :, 1:] - pos[:, :, :-1]) * both  # (B, V, T - 1, 2)
         before = torch.cat([step.new_zeros(b, v, 1, 2), step], 2)
         after = torch.cat([step, step.new_zeros(b, v, 1, 2)], 2)
-        out = torch.cat([found.unsqueeze(-1), pos, torch.stack([sx, sy], -1), before, after], -1)
-        return out * frame_mask.unsqueeze(-1).to(where.dtype)
+        return torch.cat([geo, before, after], -1) * frame_mask.unsqueeze(-1).to(where.dtype)
 
     def locate(self, patch: torch.Tensor, question: torch.Tensor, question_mask: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -101,27 +101,10 @@ def count_every_image_labels(bench) -> dict[str, int]:
 TEMPORAL_STATES = {"jump": "repetition_count", "hand": "limb_repetition_count"}
 
 
-def frame_state_labels(bench, task: str) -> dict[str, int]:
-    """Absolute image path -> the asked person's state (0 / 1) on that frame, over ``task``'s
-    questions, wherever the generator saw the person (a frame seen in two questions keeps one)."""
-    labels: dict[str, int] = {}
-    for s in bench.samples:
-        if s.task != task:
-            continue
-        obs = (s.meta or {}).get("observations", {})
-        for view in s.views:
-            states = obs.get(view.view_id, {}).get("obs") or []
-            for frame, state in zip(view.frames, states):
-                if state is not None:
-                    labels[str(bench.image_path(frame.image).resolve())] = int(state)
-    return labels
-
-
-def person_state_labels(bench, task: str) -> list[tuple[str, tuple[float, float, float, float], int]]:
-    """(image path, the asked person's visible box, state 0 / 1) on every frame of ``task``'s
-    questions where the generator recorded the state and the person shows pixels
-    (``meta.person_boxes``); a (frame, box) seen in two questions keeps one row."""
-    rows, seen = [], set()
+def asked_person_frames(bench, task: str):
+    """(absolute image path, the asked person's state 0 / 1, their visible box or None) on every
+    frame of ``task``'s questions where the generator recorded the state (``meta.observations``;
+    the box from ``meta.person_boxes``, None where no pixel shows or none is recorded)."""
     for s in bench.samples:
         if s.task != task:
             continue
@@ -129,14 +112,28 @@ def person_state_labels(bench, task: str) -> list[tuple[str, tuple[float, float,
         obs, boxes = meta.get("observations", {}), meta.get("person_boxes") or {}
         for view in s.views:
             states = obs.get(view.view_id, {}).get("obs") or []
-            for frame, state, box in zip(view.frames, states, boxes.get(view.view_id) or []):
-                if state is None or box is None:
-                    continue
-                key = (str(bench.image_path(frame.image).resolve()), tuple(box))
-                if key not in seen:
-                    seen.add(key)
-                    rows.append((*key, int(state)))
-    return rows
+            view_boxes = boxes.get(view.view_id) or []
+            for j, (frame, state) in enumerate(zip(view.frames, states)):
+                if state is not None:
+                    box = view_boxes[j] if j < len(view_boxes) else None
+                    yield str(bench.image_path(frame.image).resolve()), int(state), box
+
+
+def frame_state_labels(bench, task: str) -> dict[str, int]:
+    """Absolute image path -> the asked person's state (0 / 1) on that frame, over ``task``'s
+    questions, wherever the generator saw the person (a frame seen in two questions keeps one)."""
+    return {path: state for path, state, _ in asked_person_frames(bench, task)}
+
+
+def person_state_labels(bench, task: str) -> list[tuple[str, tuple[float, float, float, float], int]]:
+    """(image path, the asked person's visible box, state 0 / 1) on every frame of ``task``'s
+    questions where the generator recorded the state and the person shows pixels
+    (``meta.person_boxes``); a (frame, box) seen in two questions keeps one row."""
+    rows = {}
+    for path, state, box in asked_person_frames(bench, task):
+        if box is not None:
+            rows.setdefault((path, tuple(box)), state)
+    return [(*key, state) for key, state in rows.items()]
 
 
 def shirt_labels(bench) -> list[tuple[str, tuple[float, float, float, float], str]]:

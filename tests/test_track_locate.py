@@ -3,13 +3,15 @@ the asked person (meta "person_boxes"), its batch form (inputs/track.py) and the
 import dataclasses
 import json
 
+import pytest
 import torch
 
+from bench.config import ConfigError
 from bench.format import Camera, Frame, View
 from inputs.track import IGNORE, box_cells, track_boxes
 from model import build_model, tiny_model_config
 from model.dummy_batch import random_batch, with_answer_labels
-from training.config import LossConfig
+from training.config import LossConfig, load_train_config
 from test_model_track import fit_steps
 from training.losses import CrossViewCriterion
 
@@ -195,10 +197,6 @@ def test_the_box_read_predicts_the_box_reads_it_and_learns_from_the_recorded_one
 
 
 def test_the_box_loss_needs_the_box_read():
-    import pytest
-
-    from bench.config import ConfigError
-    from training.config import load_train_config
     with pytest.raises(ConfigError, match="track_box_read"):
         load_train_config(None, ["loss.track_box=1.0", "model.fusion.track=true"])
     assert load_train_config(None, ["loss.track_box=1.0", "model.fusion.track=true",

@@ -38,17 +38,15 @@ SPLITS = ("train", "val", "test")
 PNG_OPTS = {"format": "PNG", "compress_level": 6}
 
 
-def scene_splits(cfg, n: int | None = None, tag: int = 1, extra_train: int | None = None) -> list[str]:
+def scene_splits(cfg, n: int | None = None, tag: int = 1, extra_train: int = 0) -> list[str]:
     """Split name per scene index: a seeded permutation of the first ``n`` cut by
     ``split_fractions``, then ``extra_train`` more indices, all in train.
 
     Args:
         n: number of scenes (default ``cfg.n_scenes``); tag: seed tag (temporal scenes use 5);
-        extra_train: scenes after the n that go to train only (default ``cfg.extra_train_scenes``
-            when n is the default, else 0): the first n keep their splits whatever its value.
+        extra_train: scenes after the n that go to train only: the first n keep their splits
+            whatever its value.
     """
-    if extra_train is None:
-        extra_train = cfg.extra_train_scenes if n is None else 0
     n = cfg.n_scenes if n is None else n
     order = np.random.default_rng([cfg.seed, tag]).permutation(n)
     bounds = np.cumsum([round(f * n) for f in cfg.split_fractions[:2]])
@@ -173,7 +171,7 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    splits = scene_splits(cfg)
+    splits = scene_splits(cfg, extra_train=cfg.extra_train_scenes)
     t_splits = scene_splits(cfg, cfg.temporal.n_scenes, tag=5, extra_train=cfg.temporal.extra_train_scenes)
     # temporal scenes first: they are the long jobs, so the pool ends with short ones
     jobs = [(cfg, i, split, str(tmp), "temporal") for i, split in enumerate(t_splits)]
