@@ -171,6 +171,10 @@ class FusionConfig:
     #   jumps at 92 % (docs/experiments.md, session 23)
     track_box_teacher: bool = True  # with track_box_read: in training the recorded box is read
     #   where there is one; false: always the predicted box, as in evaluation
+    track_box_detach: bool = False  # with track_box_read: the box head reads the locator's output
+    #   and attention detached, so loss.track_box trains the head alone and cannot pull the
+    #   locator's attention off the person (with it attached, the own-box stage's locator fell
+    #   from 84 % to 59 % located; docs/experiments.md, session 24)
     track_oracle: bool = False  # DIAGNOSTIC: the recorded per-frame states (batch "track_target",
     #   read from the generator's metadata, test split included) replace the predicted ones
 

@@ -87,6 +87,7 @@ class PersonTrack(nn.Module):
             geo = GEOMETRY_FEATURES
             self.box_head = nn.Sequential(nn.LayerNorm(d + geo), nn.Linear(d + geo, d), nn.GELU(), nn.Linear(d, 4))
             self.box_read = nn.Sequential(nn.LayerNorm(4 * d), nn.Linear(4 * d, d))
+        self.box_detach = cfg.fusion.track_box_detach  # loss.track_box trains the box head alone
 
     def forward(self, patch: Union[PatchTokens, torch.Tensor], frame_mask: torch.Tensor,
                 question: torch.Tensor, question_mask: torch.Tensor,
@@ -154,14 +155,17 @@ class PersonTrack(nn.Module):
         read (its centre moves from the attention's centre by at most half the image; width
         and height in (0, 1)), and ``read`` plus a 2x2 RoIAlign of the patch grid in that box
         (the teacher's box where its flag is 1). The box the RoI reads is detached: the box
-        head learns from loss.track_box, the state head from what the box holds."""
+        head learns from loss.track_box, the state head from what the box holds. With
+        fusion.track_box_detach the head's inputs are detached too, so the box loss does not
+        reach the locator."""
         assert self.box_head is not None and self.box_read is not None
         b, v, t, p, d = patch.shape
         g = int(round(p ** 0.5))
         if g * g != p:
             raise ValueError(f"fusion.track_box_read needs a square patch grid, the features have {p} cells")
-        geo = self.geometry(where, frame_mask)  # found, centre (x, y), spread (x, y)
-        raw = self.box_head(torch.cat([read, geo], -1))
+        seen, at = (read.detach(), where.detach()) if self.box_detach else (read, where)
+        geo = self.geometry(at, frame_mask)  # found, centre (x, y), spread (x, y)
+        raw = self.box_head(torch.cat([seen, geo], -1))
         centre = (geo[..., 1:3] + 0.5 * torch.tanh(raw[..., :2])).clamp(0.0, 1.0)
         size = torch.sigmoid(raw[..., 2:])
         box = torch.cat([centre - size / 2, centre + size / 2], -1).clamp(0.0, 1.0)

@@ -201,3 +201,27 @@ def test_the_box_loss_needs_the_box_read():
         load_train_config(None, ["loss.track_box=1.0", "model.fusion.track=true"])
     assert load_train_config(None, ["loss.track_box=1.0", "model.fusion.track=true",
                                     "model.fusion.track_box_read=true"]).loss.track_box == 1.0
+
+
+def test_a_detached_box_head_leaves_the_locator_to_its_own_losses():
+    torch.manual_seed(0)
+    cfg = _config()
+    cfg = dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, track_box_read=True))
+    batch = with_answer_labels(random_batch(cfg, **CLIPS))
+    crit = CrossViewCriterion(LossConfig(track=0.0, identity=0.0, track_box=1.0))
+    grads, boxes = {}, {}
+    for detach in (False, True):
+        torch.manual_seed(1)
+        model = build_model(dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, track_box_detach=detach)))
+        model.train().zero_grad()
+        out = model(batch)
+        crit.loss_track_box(out, batch).backward()
+        grads[detach] = {name: None if p.grad is None else p.grad.abs().sum().item()
+                         for name, p in model.track.named_parameters()}
+        boxes[detach] = out["track_box_pred"].detach()
+    # same weights, same boxes: detaching changes where the gradient goes, not the forward pass
+    assert torch.allclose(boxes[False], boxes[True], atol=1e-6)
+    for name in ("word_key.weight", "cell_key.1.weight", "cell_value.1.weight", "located.weight"):
+        assert grads[False][name] and grads[False][name] > 0  # attached: the box loss reaches the locator
+        assert not grads[True][name]                          # detached: it does not
+    assert grads[True]["box_head.1.weight"] > 0
