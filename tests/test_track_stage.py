@@ -19,6 +19,9 @@ from training.run import train
 
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 
+TRACK_SWITCHES = ("track", "track_box_read", "track_box_teacher", "track_box_detach", "track_motion",
+                  "track_word_norm", "track_layers", "track_last")
+
 
 def _with_track_records(root: Path) -> Path:
     """The tiny benchmark's clip question becomes a repetition_count with per-frame records."""
@@ -61,7 +64,8 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
     from test_train_e2e import tiny_config
     stage_file = load_train_config("configs/track_stage.yaml")
     stage = tiny_config(splits, tmp_path, eval__enabled=False, run_name="stage")
-    stage.model.fusion.track = True
+    for key in TRACK_SWITCHES:  # the stage's track, with its box read
+        setattr(stage.model.fusion, key, getattr(stage_file.model.fusion, key))
     stage.loss, stage.data.tasks = stage_file.loss, ["repetition_count"]
     stage.trainer.monitor = stage_file.trainer.monitor
     stage.trainer.max_epochs, stage.trainer.log_every_n_steps = 2, 1
@@ -71,10 +75,12 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
     steps = [r for r in rows if r.get("train/loss_track_step")]
     track = [float(r["train/loss_track_step"]) for r in steps]
     locate = [float(r["train/loss_track_locate_step"]) for r in steps]
+    box = [float(r["train/loss_track_box_step"]) for r in steps]
     total = [float(r["train/loss_step"]) for r in steps]
-    assert track and all(t > 0 for t in track) and all(x > 0 for x in locate)
-    w = stage.loss.track_locate
-    assert w > 0 and total == pytest.approx([t + w * x for t, x in zip(track, locate)])  # the track's terms alone
+    assert track and all(t > 0 for t in track) and all(x > 0 for x in locate) and all(x > 0 for x in box)
+    w, wb = stage.loss.track_locate, stage.loss.track_box
+    assert w > 0 and wb > 0  # the track's terms alone
+    assert total == pytest.approx([t + w * x + wb * y for t, x, y in zip(track, locate, box)])
     assert any(r.get("val/track_acc") for r in rows) and any(r.get("val/track_seen_acc") for r in rows)
     assert any(r.get("val/track_locate_acc") for r in rows)
     assert not any(r.get("val/acc") or r.get("train/acc_step") for r in rows)  # the track path alone
@@ -89,9 +95,12 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
     assert 0 <= probe["all"]["acc"] <= 100 and 0 <= probe["all"]["majority"] <= 100
     assert 0 <= probe["all"]["located"] <= 100  # the boxes reached the probe
 
+    joint_file = load_train_config("configs/track_joint.yaml", [f"init_from={run / 'best.ckpt'}"])
     joint = tiny_config(splits, tmp_path, eval__enabled=False, run_name="joint",
                         init_from=str(run / "best.ckpt"))
-    joint.model.fusion.track = True
+    for key in TRACK_SWITCHES:
+        setattr(joint.model.fusion, key, getattr(joint_file.model.fusion, key))
+    joint.loss = joint_file.loss
     joint.trainer.max_epochs = 1
     joint.freeze = ["track."]  # kept fixed: they must be the stage's, not a fresh initialisation
     train(joint)
@@ -147,3 +156,20 @@ def test_the_stage_trains_on_every_verified_question_of_the_default_benchmark():
     assert verified.pop("train_selection") == "verified" and default.pop("train_selection") == "balanced"
     assert verified.pop("name") != default.pop("name")
     assert verified == default
+
+
+def test_the_joint_config_continues_the_stage():
+    """configs/track_joint.yaml: the stage's track architecture (init_from checks it), the
+    default's everything else, and no run without the stage's checkpoint."""
+    from bench.config import ConfigError
+    with pytest.raises(ConfigError, match="init_from"):
+        load_train_config("configs/track_joint.yaml")
+    stage = load_train_config("configs/track_stage.yaml")
+    joint = load_train_config("configs/track_joint.yaml", ["init_from=checkpoints/stage/best.ckpt"])
+    default = load_train_config("configs/default.yaml")
+    assert joint.model.fusion.track and joint.model.fusion.track_box_read
+    assert {k: getattr(joint.model.fusion, k) for k in TRACK_SWITCHES} == \
+        {k: getattr(stage.model.fusion, k) for k in TRACK_SWITCHES}
+    assert joint.model.backbone == stage.model.backbone == default.model.backbone
+    assert joint.data == default.data and joint.trainer == default.trainer and joint.optim == default.optim
+    assert joint.loss.answer == default.loss.answer and joint.loss.track_box > 0 and joint.loss.track_locate > 0
