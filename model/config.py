@@ -173,8 +173,8 @@ class FusionConfig:
     #   where there is one; false: always the predicted box, as in evaluation
     track_box_detach: bool = False  # with track_box_read: the box head reads the locator's output
     #   and attention detached, so loss.track_box trains the head alone and cannot pull the
-    #   locator's attention off the person (with it attached, the own-box stage's locator fell
-    #   from 84 % to 59 % located; docs/experiments.md, session 24)
+    #   locator's attention off the person. Seed 0's stage: located 66 % against 59 without it,
+    #   but 50.2 % of the frames read right against 53.9 (docs/experiments.md, session 24)
     track_oracle: bool = False  # DIAGNOSTIC: the recorded per-frame states (batch "track_target",
     #   read from the generator's metadata, test split included) replace the predicted ones
 
