@@ -141,6 +141,9 @@ class FusionConfig:
     summary_tokens: bool = True  # also hand the LM the bag-of-frames tokens (gated mean of the
     #   frame tokens and of the entity tokens before fusion): the ablation's shallow path;
     #   val SVS(+0) +5.6 points over three seeds, MVN unchanged (docs/experiments.md)
+    summary_entities: Literal["attended", "raw"] = "attended"  # which entity tokens the summary
+    #   pools: after the entity transformer (trained with the identity loss too), or the mark
+    #   tokens as the tokenizer built them, what bag-of-frames pools
     summary_last: bool = True  # the summary tokens close the prefix, after the slots: the last
     #   context token, which predicts the option's first word, is then the bag of entities, a
     #   shallow path. First, the full model's answer loss sat at ln 4 for four epochs; last, it

@@ -162,7 +162,7 @@ class CrossViewModel(nn.Module):
         groups, masks = self.token_groups(views, entities, projected, attended)
         fused, masks, track = self.fuse(views, groups, masks, batch)
         evidence, gates = self.score_evidence(views, fused, entities["mask"])
-        prefix = self.read_prefix(groups, fused, masks, gates, track, batch["mark_mask"])
+        prefix = self.read_prefix(groups, fused, masks, gates, track, batch["mark_mask"], entities["tokens"])
         scores = self.language_head(prefix, batch["prompt_ids"], batch["prompt_mask"],
                                     batch["option_ids"], batch["option_mask"], batch["option_valid"])
         if self.option_reader is not None:
@@ -331,14 +331,16 @@ class CrossViewModel(nn.Module):
                     fused: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor],
                     gates: Dict[str, Optional[torch.Tensor]],
                     track: Optional[Dict[str, torch.Tensor]] = None,
-                    mark_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+                    mark_mask: Optional[torch.Tensor] = None,
+                    raw_entities: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The LM prefix (B, K, W). With fusion: learned slots read every fused token (gated),
         then the summary tokens (the bag of unfused frame and entity tokens) if configured
         (first without fusion.summary_last), then the person track's pooled token
         (fusion.track). With fusion.track_last "unmarked", a question with marks (mark_mask
         (B, V, T, M) has one) gets the track token before the summary tokens instead, so they
-        stay last. Without fusion: the bag of frames (BagOfFramesPrefix over frames and
-        slots or entities)."""
+        stay last. With fusion.summary_entities "raw" the summary pools raw_entities (B, N, D),
+        the mark tokens before the entity transformer. Without fusion: the bag of frames
+        (BagOfFramesPrefix over frames and slots or entities)."""
         if self.fusion is None:
             names = ["frame", "slot" if "slot" in groups else "entity"]
             return self.prefix([groups[n] for n in names], [masks[n] for n in names],
@@ -347,7 +349,12 @@ class CrossViewModel(nn.Module):
         summary = None
         if self.summary is not None:
             # The bag-of-frames tokens: a shallow path to the LM.
-            summary = self.summary([groups["frame"], groups["entity"]], [masks["frame"], masks["entity"]],
+            entity = groups["entity"]
+            if self.cfg.fusion.summary_entities == "raw":
+                if raw_entities is None:
+                    raise ValueError("model.fusion.summary_entities='raw' needs the raw entity tokens")
+                entity = raw_entities
+            summary = self.summary([groups["frame"], entity], [masks["frame"], masks["entity"]],
                                    [gates["frame"], gates["entity"]])
             prefix = torch.cat([prefix, summary] if self.cfg.fusion.summary_last else [summary, prefix], 1)
         if track is None:

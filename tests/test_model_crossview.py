@@ -177,6 +177,40 @@ def test_summary_last_puts_the_bag_tokens_at_the_end_of_the_prefix(last):
     assert not torch.equal(prefix[:, :2] if last else prefix[:, -2:], summary)
 
 
+@pytest.mark.parametrize("source", ["attended", "raw"])
+def test_summary_entities_chooses_which_mark_tokens_the_summary_pools(source):
+    """fusion.summary_entities: "raw" pools the tokenizer's mark tokens (what bag-of-frames
+    pools), so the summary no longer depends on the entity transformer; "attended" pools its
+    output."""
+    torch.manual_seed(0)
+    cfg = tiny_model_config()
+    # Without evidence gating: the gates on what the summary pools come from the fused tokens.
+    cfg = dataclasses.replace(cfg, fusion=dataclasses.replace(cfg.fusion, summary_tokens=True,
+                                                              summary_entities=source),
+                              evidence=dataclasses.replace(cfg.evidence, gating=False))
+    model = build_model(cfg).train()
+    batch = random_batch(cfg, **MIXED)
+    captured = {}
+
+    def keep(name, read):
+        def hook(module, args, out):
+            captured[name] = read(args, out)  # returns None: the output stays as it is
+        return hook
+    model.entity_tokenizer.register_forward_hook(keep("raw", lambda a, out: out["tokens"]))
+    model.entity_attention.register_forward_hook(keep("att", lambda a, out: out["tokens"]))
+    model.summary.register_forward_hook(keep("in", lambda a, out: a[0][1]))
+    out = model(batch)
+    n = captured["raw"].shape[1]
+    expected = captured["raw"] if source == "raw" else captured["att"][:, :n]
+    assert torch.equal(captured["in"], expected)
+    # Only the summary's entity token: the gradient reaches the entity transformer's weights
+    # through it with "attended" and not with "raw".
+    k = cfg.fusion.prefix_tokens
+    out["prefix"][:, k + 1].sum().backward()
+    grad = sum(p.grad.abs().sum() for p in model.entity_attention.parameters() if p.grad is not None)
+    assert (grad > 0) == (source == "attended")
+
+
 def test_a_stored_config_without_summary_last_keeps_the_prefix_order_of_its_time():
     """A checkpoint's config written before the key existed loads with summary_last false
     (FusionConfig.ADDED_KEYS); a config loaded from YAML gets the current default."""

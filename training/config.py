@@ -90,6 +90,9 @@ class OptimConfig:
     betas: tuple[float, float] = (0.9, 0.98)
     warmup_frac: float = 0.05  # fraction of steps with linear warm-up, then cosine decay to 0
     min_lr_frac: float = 0.05  # cosine floor as a fraction of lr
+    lr_scale: dict[str, float] = field(default_factory=dict)  # parameter-name prefix -> factor on
+    #   lr for the parameters it names (the first matching prefix counts; the schedule is the
+    #   same), e.g. {"track.": 0.2}: a slower track in a joint run that follows its own stage
 
 
 @dataclass
@@ -166,6 +169,10 @@ def load_train_config(path: str | Path | None = None, overrides: list[str] | Non
     if cfg.loss.track_box > 0 and not (cfg.model.fusion.track and cfg.model.fusion.track_box_read):
         raise ConfigError(f"{path}: loss.track_box={cfg.loss.track_box} trains the track's box head: it needs "
                           "model.fusion.track=true and model.fusion.track_box_read=true")
+    for prefix, scale in cfg.optim.lr_scale.items():
+        if not prefix or not scale > 0:
+            raise ConfigError(f"{path}: optim.lr_scale needs a non-empty parameter-name prefix and a factor > 0, "
+                              f"got {prefix!r}: {scale}")
     if cfg.loss.track_only and not cfg.trainer.monitor.startswith("val/track"):
         raise ConfigError(f"{path}: loss.track is the only weighted loss term, so validation scores no answers; "
                           f"set trainer.monitor to val/track_acc or val/track_seen_acc, not {cfg.trainer.monitor}")

@@ -123,19 +123,40 @@ class CrossViewModule(L.LightningModule):
             self.log(name, value, prog_bar=name == "val/acc", sync_dist=True)
         self._val.clear()
 
-    def configure_optimizers(self):
+    def parameter_groups(self) -> list[dict]:
+        """AdamW's groups: weight decay on matrices (not on embeddings, biases and norms), and
+        with optim.lr_scale one group per (prefix, decay) with lr times the prefix's factor.
+        Without lr_scale: exactly the two groups the model has always had."""
         opt_cfg = self.cfg.optim
-        decay, no_decay = [], []
+        scales = list(opt_cfg.lr_scale.items())
+        grouped: dict[tuple[float, bool], list] = {(1.0, False): [], (1.0, True): []}
+        used = set()
         for name, param in self.model.named_parameters():
             if not param.requires_grad:
                 continue
-            (no_decay if param.ndim < 2 or "embed" in name else decay).append(param)
+            scale = 1.0
+            for prefix, factor in scales:
+                if name.startswith(prefix):
+                    scale = factor
+                    used.add(prefix)
+                    break
+            grouped.setdefault((scale, param.ndim < 2 or "embed" in name), []).append(param)
+        unused = [prefix for prefix, _ in scales if prefix not in used]
+        if unused:
+            raise ValueError(f"optim.lr_scale: no trainable parameter name starts with {unused} "
+                             "(names are the model's, e.g. 'track.' or 'language_head.')")
+        order = sorted(grouped, key=lambda key: (key[0] != 1.0, key[0], key[1]))
+        return [{"params": grouped[key], "weight_decay": 0.0 if key[1] else opt_cfg.weight_decay,
+                 "lr": opt_cfg.lr * key[0]} for key in order]
+
+    def configure_optimizers(self):
+        opt_cfg = self.cfg.optim
+        groups = self.parameter_groups()
+        params = [p for group in groups for p in group["params"]]
         # The fused kernel: one pass per parameter instead of a chain of foreach ops; on the
         # 2-core CPU it steps 6.3 M parameters in 9 ms instead of 37 (same update rule).
-        fused = {"fused": True} if all(p.device.type in ("cpu", "cuda") for p in decay + no_decay) else {}
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": opt_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=opt_cfg.lr, betas=tuple(opt_cfg.betas), **fused)
+        fused = {"fused": True} if all(p.device.type in ("cpu", "cuda") for p in params) else {}
+        optimizer = torch.optim.AdamW(groups, lr=opt_cfg.lr, betas=tuple(opt_cfg.betas), **fused)
         total = max(1, int(self.trainer.estimated_stepping_batches))
         warmup = max(1, int(opt_cfg.warmup_frac * total))
         floor = opt_cfg.min_lr_frac
