@@ -53,7 +53,7 @@ def test_defaults_are_the_shipped_model():
     assert Path(cfg.model.backbone.pretrained) == Path("checkpoints/backbone/synthclip-cnn16")
     assert (ROOT / cfg.model.backbone.pretrained / "open_clip_config.json").is_file()
     assert cfg.model.fusion.summary_tokens and cfg.model.dropout == 0.0
-    assert (cfg.optim.lr, cfg.data.batch_size, cfg.loss.identity) == (5e-4, 16, 0.1)
+    assert (cfg.optim.lr, cfg.data.batch_size, cfg.loss.identity) == (5e-4, 16, 0.0)
 
 
 def test_removed_option_still_loads_from_old_run_configs():
