@@ -142,8 +142,10 @@ class FusionConfig:
     #   frame tokens and of the entity tokens before fusion): the ablation's shallow path;
     #   val SVS(+0) +5.6 points over three seeds, MVN unchanged (docs/experiments.md)
     summary_entities: Literal["attended", "raw"] = "attended"  # which entity tokens the summary
-    #   pools: after the entity transformer (trained with the identity loss too), or the mark
-    #   tokens as the tokenizer built them, what bag-of-frames pools
+    #   pools: after the entity transformer, or the mark tokens as the tokenizer built them,
+    #   what bag-of-frames pools. With the identity loss on (0.1 then) "raw" gave overall +1.4
+    #   and +1.1 on two seeds, within noise; the loss was the larger cause of the single-view
+    #   loss and is off since (docs/experiments.md, session 25)
     summary_last: bool = True  # the summary tokens close the prefix, after the slots: the last
     #   context token, which predicts the option's first word, is then the bag of entities, a
     #   shallow path. First, the full model's answer loss sat at ln 4 for four epochs; last, it

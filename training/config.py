@@ -95,6 +95,7 @@ class OptimConfig:
     lr_scale: dict[str, float] = field(default_factory=dict)  # parameter-name prefix -> factor on
     #   lr for the parameters it names (the first matching prefix counts; the schedule is the
     #   same), e.g. {"track.": 0.2}: a slower track in a joint run that follows its own stage
+    #   (measured: no gain over the track's full rate, docs/experiments.md, session 25)
 
 
 @dataclass
