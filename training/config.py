@@ -57,8 +57,9 @@ class LossConfig:
     evidence: float = 0.2  # weight of the (view, frame) evidence BCE
     entity_evidence: float = 0.1  # weight of the per-mark evidence BCE
     identity: float = 0.0  # weight of the cross-view identity-consistency loss on entity embeddings.
-    #   0.1 until session 25: off, test SVS(+0) rose by 5-6 points on each of three seeds
-    #   (relation and person_object_contact; identity_match the same), docs/experiments.md
+    #   0.1 until session 25: off, test SVS(+0) rose by 5.2-5.7 points on three of four seeds
+    #   (−0.8 on the fourth; relation and person_object_contact; identity_match within noise),
+    #   docs/experiments.md
     track: float = 0.5  # weight of the person track's per-(view, frame) state CE (only with
     #   model.fusion.track; targets from the generator's metadata, inputs/track.py)
     track_locate: float = 0.0  # weight of the track locator's box loss (only with model.fusion.track;
