@@ -48,3 +48,25 @@ def test_template_and_arch_errors(tiny_config):
     with pytest.raises(ValueError, match="cannot build"):
         build_model("clip-zeroshot", {"arch": "tiny-clip-test", "model_config": str(tiny_config),
                                       "pretrained": str(tiny_config.parent / "missing.pt")})
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the expected random-weights warning
+def test_cached_embeddings_give_the_uncached_scores_and_encode_each_image_once(tmp_path, tiny_config):
+    from eval.runner import evaluate
+    bench = make_tiny_benchmark(tmp_path / "b", n_scenes=2)
+    args = {"arch": "tiny-clip-test", "model_config": str(tiny_config)}
+    scores, adapters = {}, {}
+    for size in (0, 65536):
+        out = tmp_path / f"o{size}"
+        adapters[size] = build_model("clip-zeroshot", {**args, "cache_size": size})
+        evaluate(bench, adapters[size], out, settings=["+0", "+2", "all"], progress=False, plots=False, n_boot=10)
+        scores[size] = {r["key"]: r["scores"] for r in map(json.loads, (out / "predictions.jsonl").open())}
+    assert scores[0].keys() == scores[65536].keys() and len(scores[0]) > 4
+    for q, s in scores[0].items():
+        assert s == pytest.approx(scores[65536][q], abs=1e-5), q
+    images = {p.resolve() for p in bench.rglob("*.png")}
+    cached, uncached = adapters[65536].n_encoded, adapters[0].n_encoded
+    assert cached["images"] <= len(images) < uncached["images"]  # each image once, not once a query
+    assert cached["captions"] < uncached["captions"]
+    with pytest.raises(ValueError, match="cache_size"):
+        build_model("clip-zeroshot", {**args, "cache_size": -1})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,9 @@ class ClipZeroShot(ModelAdapter):
         template: str = "{question} {option}"  # caption per option; fields: question, option, letter
         init_seed: int = 0  # seeds random weights (pretrained="")
         device: str = throughput("auto")  # auto | cpu | cuda
+        cache_size: int = throughput(65536)  # image and caption embeddings kept (least recently used
+        #   dropped): the protocol asks about the same sample under several view settings, so most
+        #   images and every caption recur; 0 turns the caches off
 
     def __init__(self, args=None):
         super().__init__(args)
@@ -50,9 +54,14 @@ class ClipZeroShot(ModelAdapter):
         except (KeyError, IndexError, ValueError) as err:
             raise ValueError(f"template={self.args.template!r}: {err!r}; fields are question, option, letter")
         self.pretrained = bool(self.args.pretrained)
+        if self.args.cache_size < 0:
+            raise ValueError(f"cache_size={self.args.cache_size}: must be >= 0 (0 turns the caches off)")
         if not self.pretrained:
             warnings.warn(RANDOM_WARNING, stacklevel=2)
             print(f"WARNING {RANDOM_WARNING}", file=sys.stderr)
+        self._image_cache: OrderedDict = OrderedDict()  # resolved image path -> (d,) embedding
+        self._text_cache: OrderedDict = OrderedDict()  # caption -> (d,) embedding
+        self.n_encoded = {"images": 0, "captions": 0}  # what the towers actually ran on
         self._build()
 
     def _build(self) -> None:
@@ -109,7 +118,6 @@ class ClipZeroShot(ModelAdapter):
                 for i, opt in enumerate(request.options)]
 
     def generate(self, requests: list[Request]) -> list[Response]:
-        import torch
         from PIL import Image
         meta = {"pretrained": self.pretrained, "arch": self.args.arch, "score": "mean_cosine_over_images"}
         if not self.pretrained:
@@ -119,13 +127,44 @@ class ClipZeroShot(ModelAdapter):
             if not r.image_paths:  # a text-only request (fallback extraction): CLIP cannot answer
                 out.append(Response(text="", meta={**meta, "error": "no images"}))
                 continue
-            images = []
-            for p in r.image_paths:
-                with Image.open(p) as im:
-                    images.append(self.preprocess(im.convert("RGB")))
-            with torch.inference_mode():
-                img = self.model.encode_image(torch.stack(images).to(self.device), normalize=True)  # (n_img, d)
-                txt = self.model.encode_text(self.tokenizer(self._captions(r)).to(self.device), normalize=True)
-                sims = img @ txt.T  # (n_img, n_options) cosine similarities
+            img = self._embed([str(Path(p).resolve()) for p in r.image_paths], self._image_cache, "images",
+                              lambda keys: self._encode_images(keys, Image))  # (n_img, d)
+            txt = self._embed(self._captions(r), self._text_cache, "captions", self._encode_captions)  # (n_opt, d)
+            sims = img @ txt.T  # (n_img, n_options) cosine similarities
             out.append(Response(scores=sims.mean(0).float().cpu().tolist(), meta=dict(meta)))
         return out
+
+    def _encode_images(self, paths: list[str], Image):
+        import torch
+        images = []
+        for p in paths:
+            with Image.open(p) as im:
+                images.append(self.preprocess(im.convert("RGB")))
+        with torch.inference_mode():
+            return self.model.encode_image(torch.stack(images).to(self.device), normalize=True).float().cpu()
+
+    def _encode_captions(self, captions: list[str]):
+        import torch
+        with torch.inference_mode():
+            return self.model.encode_text(self.tokenizer(captions).to(self.device), normalize=True).float().cpu()
+
+    def _embed(self, keys: list[str], cache: OrderedDict, what: str, encode):
+        """(len(keys), d) embeddings; the keys not in ``cache`` are encoded in one batch. Each row
+        is encoded alone or in a batch of misses: the same up to float rounding."""
+        import torch
+        missing = list(dict.fromkeys(k for k in keys if k not in cache))
+        fresh = dict(zip(missing, encode(missing))) if missing else {}
+        self.n_encoded[what] += len(missing)
+        rows = []
+        for k in keys:
+            if k in fresh:
+                rows.append(fresh[k])
+            else:
+                cache.move_to_end(k)
+                rows.append(cache[k])
+        if self.args.cache_size:
+            for k, v in fresh.items():
+                cache[k] = v
+            while len(cache) > self.args.cache_size:
+                cache.popitem(last=False)
+        return torch.stack(rows)
