@@ -46,6 +46,8 @@ class AugmentConfig:
     max_extra: int = 3  # most extra views added
     p_drop: float = 0.0  # chance to drop one necessary view of an MVN sample (answer loss masked)
     shuffle_views: bool = True  # present the views in a random order
+    shuffle_options: bool = False  # present the options in a random order each epoch (a "none of
+    #   the above" option stays last, as the evaluator's rotations keep it); the answer follows
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import torch
 from torch.utils.data import Dataset, Sampler
 
 from bench.format import Benchmark
@@ -35,6 +36,7 @@ class ViewSetDataset(Dataset):
                  augment: AugmentConfig | None = None, seed: int = 0):
         self.bench, self.table, self.seed = bench, table, seed
         self.view_sets, self.augment = view_sets, augment or AugmentConfig()
+        self.tokenizer = tokenizer
         self.epoch = 0
         self._text = {}
         for s in bench.samples:
@@ -64,10 +66,28 @@ class ViewSetDataset(Dataset):
             rng.shuffle(views)
         return ViewSet(index, tuple(views), "train", valid)
 
+    def option_order(self, index: int) -> list[int] | None:
+        """The order sample ``index``'s options are shown in this epoch (``order[i]`` is the
+        original index of the option shown at place i), or None: as stored. Only in training with
+        ``augment.shuffle_options``; a "none of the above" option stays last."""
+        if self.view_sets is not None or not self.augment.shuffle_options:
+            return None
+        sample = self.bench.samples[index]
+        n = len(sample.options) - (1 if sample.has_nota else 0)
+        order = list(range(n))
+        random.Random(f"{self.seed}/{self.epoch}/{index}/options").shuffle(order)
+        return order + list(range(n, len(sample.options)))
+
     def __getitem__(self, index: int) -> dict[str, Any]:
         view_set = self.view_sets[index] if self.view_sets is not None else self.draw(index)
         sample = self.bench.samples[view_set.sample_index]
-        item = build_item(sample, view_set, self.bench.root, self.table, self._text[sample.id])
+        order = self.option_order(view_set.sample_index)
+        if order is None:
+            item = build_item(sample, view_set, self.bench.root, self.table, self._text[sample.id])
+        else:
+            text = self.tokenizer.encode(sample.question, [sample.options[i] for i in order])
+            item = build_item(sample, view_set, self.bench.root, self.table, text)
+            item["answer"] = torch.tensor(order.index(sample.answer_index))
         item["index"] = index  # which view set: tells ranks' shares apart under DDP
         return item
 
