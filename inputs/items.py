@@ -16,6 +16,7 @@ import torch
 
 from bench.format import Benchmark, Sample
 from inputs.features import FeatureTable
+from inputs.mark_facts import FACTS, mark_fact_table
 from inputs.text import collate_text
 from inputs.track import IGNORE, track_boxes, track_targets
 from inputs.view_counts import view_count_targets
@@ -68,8 +69,11 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
     views = [sample.view(v) for v in view_set.view_ids]
     n_v, n_t = len(views), max(len(v.frames) for v in views)
     marks_by_vt: dict[tuple[str, float], list] = {}
-    for mark in sample.marks:
+    mark_index = {}
+    for i, mark in enumerate(sample.marks):
         marks_by_vt.setdefault((mark.view_id, mark.t), []).append(mark)
+        mark_index[id(mark)] = i
+    fact_table = mark_fact_table(sample.meta, len(sample.marks))
     n_m = max([len(marks_by_vt.get((v.view_id, f.t), [])) for v in views for f in v.frames] + [1])
     rows = torch.full((n_v, n_t), -1, dtype=torch.long)
     times = torch.zeros(n_v, n_t)
@@ -83,6 +87,7 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
     roles = torch.zeros(n_v, n_t, n_m, dtype=torch.long)
     entity = torch.full((n_v, n_t, n_m), -1, dtype=torch.long)
     mark_mask = torch.zeros(n_v, n_t, n_m, dtype=torch.bool)
+    facts = torch.full((n_v, n_t, n_m, len(FACTS)), IGNORE, dtype=torch.long)
     ev = torch.zeros(n_v, n_t)
     ent_ev = torch.zeros(n_v, n_t, n_m)
     spans = sample.evidence
@@ -100,6 +105,7 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
                 roles[i, j, k] = mark_role(mark.label, sample.question, sample.options)
                 entity[i, j, k] = mark.entity
                 mark_mask[i, j, k] = True
+                facts[i, j, k] = fact_table[mark_index[id(mark)]]
                 ent_ev[i, j, k] = 1.0 if mark.entity in wanted else 0.0
         first = str((root / view.frames[0].image).resolve())
         if view.camera is not None:
@@ -112,7 +118,7 @@ def build_item(sample: Sample, view_set: ViewSet, root: Path, table: FeatureTabl
     return {
         "rows": rows, "frame_time": times, "camera_K": K, "camera_R": R, "camera_t": t,
         "image_hw": hw, "has_camera": has_cam, "mark_boxes": boxes, "mark_label": labels,
-        "mark_role": roles, "mark_entity": entity, "mark_mask": mark_mask, "evidence_target": ev,
+        "mark_role": roles, "mark_entity": entity, "mark_mask": mark_mask, "mark_facts": facts, "evidence_target": ev,
         "entity_evidence_target": ent_ev, "evidence_valid": torch.tensor(bool(spans)),
         "track_target": track_targets(sample.task, sample.meta, view_set.view_ids, n_t),
         "count_target": view_count_targets(sample.meta, views, n_t),
@@ -155,6 +161,7 @@ def collate(items: list[dict[str, Any]], table: FeatureTable, pad_id: int) -> di
     batch["mark_entity"] = _pad([it["mark_entity"] for it in items], -1)
     batch["track_target"] = _pad([it["track_target"] for it in items], IGNORE)  # inputs/track.py
     batch["count_target"] = _pad([it["count_target"] for it in items], IGNORE)  # inputs/view_counts.py
+    batch["mark_facts"] = _pad([it["mark_facts"] for it in items], IGNORE)  # inputs/mark_facts.py
     batch["track_box"] = _pad([it["track_box"] for it in items])  # inputs/track.py, track_boxes
     batch["track_box_flag"] = _pad([it["track_box_flag"] for it in items], IGNORE)
     batch.update(collate_text(items, pad_id))

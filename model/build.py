@@ -7,7 +7,7 @@ from typing import Optional
 from torch import nn
 from transformers import PreTrainedModel
 
-from model.config import CLIP_LABEL_TOKEN_IDS, ModelConfig
+from model.config import CLIP_LABEL_TOKEN_IDS, MARK_FACT_TOKEN_IDS, ModelConfig
 from model.crossview import CrossViewModel
 from model.entities import EntityTokenizer
 from model.entity_attention import EntityAttention
@@ -30,13 +30,16 @@ def build_model(cfg: ModelConfig, lm: Optional[PreTrainedModel] = None) -> Cross
         if cfg.entity.label_token_ids == [list(x) for x in CLIP_LABEL_TOKEN_IDS]:
             # The default ids belong to the open_clip tokenizer, not to this LM's.
             cfg = dataclasses.replace(cfg, entity=dataclasses.replace(cfg.entity, label_token_ids=None))
+        if cfg.entity.fact_token_ids == [list(x) for x in MARK_FACT_TOKEN_IDS]:
+            cfg = dataclasses.replace(cfg, entity=dataclasses.replace(cfg.entity, fact_token_ids=None))
     if lm is not None:
         width = lm.get_input_embeddings().weight.shape[1]
         cfg = dataclasses.replace(cfg, lm=dataclasses.replace(
             cfg.lm, width=width, vocab_size=lm.get_input_embeddings().weight.shape[0]))
     else:
         lm = build_gpt2(cfg.lm, cfg.lm_width, cfg.dropout)
-    needs_token_proj = cfg.fusion.enabled or bool(cfg.entity.label_token_ids)
+    needs_token_proj = (cfg.fusion.enabled or bool(cfg.entity.label_token_ids)
+                        or (cfg.entity.fact_head and bool(cfg.entity.fact_token_ids)))
     model = CrossViewModel(
         cfg,
         view_encoder=ViewEncoder(cfg),

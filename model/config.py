@@ -21,6 +21,19 @@ OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 CLIP_LABEL_TOKEN_IDS = [[272 + i] for i in range(9)] + [[272, 271 + i] for i in range(6)]
 
 
+# open_clip SimpleTokenizer ids of the words naming each class of the mark facts, the facts one
+# after another (inputs/mark_facts.py FACTS: shirt, trousers, hat, posture, arm_l, arm_r,
+# contact_kind); checked against the tokenizer in tests/test_mark_facts.py.
+_ARM_IDS = [[9510, 585, 5592, 1136], [24423, 585, 620, 531, 518, 1145], [18044, 518, 2463, 525, 518, 6584],
+            [6883, 585, 4348, 518, 1375], [11358, 620, 531, 550, 14115], [26545]]
+_COLOUR_IDS = [[736], [1746], [1901], [4481], [4287], [5496], [1579], [3360], [1449], [5046], [2866], [1470, 550]]
+MARK_FACT_TOKEN_IDS = (_COLOUR_IDS + _COLOUR_IDS
+                       + [[871, 3801], [736, 3801], [4481, 3801], [1449, 3801], [1579, 3801], [1746, 3801]]
+                       + [[2862], [3941], [11476], [31206, 1439], [4919], [11358], [4738, 705]]
+                       + _ARM_IDS + _ARM_IDS
+                       + [[2586], [2063], [1069], [8170], [4269], [3724]])
+MARK_FACT_SIZES = [12, 12, 6, 7, 6, 6, 6]  # classes per fact (inputs/mark_facts.py fact_sizes)
+
 MAX_VIEW_COUNT = 7  # people-count classes 0..7 of model.view_counter (more people share class 7)
 
 @dataclass
@@ -108,6 +121,14 @@ class EntityConfig:
     num_slots: int = 8  # learned scene-entity queries (>= people in a scene)
     slot_layers: int = 1  # cross-attention layers of the scene slots
     identity_dim: int = 64  # width of the L2-normalised identity embedding output
+    fact_head: bool = False  # score every mark token after fusion against the words of each class of
+    #   what its view shows of the person (model/fact_head.py; shirt, trousers, hat, posture, arms,
+    #   touched object), trained by loss.mark_facts on the generator's per-mark records
+    fact_sizes: list[int] = field(default_factory=lambda: list(MARK_FACT_SIZES))  # classes per fact
+    fact_token_ids: Optional[list[list[int]]] = field(
+        default_factory=lambda: [list(ids) for ids in MARK_FACT_TOKEN_IDS])
+    # ^ LM token ids of each fact class's words (the facts one after another); None: a free
+    #   vector per class. Must follow the tokenizer, like label_token_ids; reset to None for lm_path.
 
 
 @dataclass

@@ -29,6 +29,7 @@ from model.config import MAX_VIEW_COUNT, ModelConfig
 from model.entities import EntityTokenizer
 from model.entity_attention import EntityAttention
 from model.evidence import EvidenceHead, gate_bias
+from model.fact_head import MarkFactHead
 from model.fusion import FusionTransformer
 from model.language_head import LanguageHead
 from model.readers import FrameReader, OptionReader, masked_mean
@@ -37,6 +38,31 @@ from model.view_encoder import ViewCounter, ViewEncoder
 
 
 VIEW_COUNT_CLASSES = MAX_VIEW_COUNT + 1  # 0 .. MAX_VIEW_COUNT people (inputs/view_counts.py)
+
+
+def token_table(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ragged token ids -> (R, k) ids and mask."""
+    width = max(len(x) for x in ids)
+    table = torch.zeros(len(ids), width, dtype=torch.long)
+    mask = torch.zeros(len(ids), width, dtype=torch.bool)
+    for row, tokens in enumerate(ids):
+        table[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, :len(tokens)] = True
+    return table, mask
+
+
+def fact_token_table(cfg: ModelConfig):
+    """cfg.entity.fact_token_ids -> (C, k) ids and mask, or (None, None) (no head, or free vectors)."""
+    ids = cfg.entity.fact_token_ids
+    if not cfg.entity.fact_head or not ids:
+        return None, None
+    if len(ids) != sum(cfg.entity.fact_sizes):
+        raise ValueError(f"entity.fact_token_ids has {len(ids)} classes, entity.fact_sizes "
+                         f"{cfg.entity.fact_sizes} sum to {sum(cfg.entity.fact_sizes)}")
+    if max(max(x) for x in ids if x) >= cfg.lm.vocab_size or not all(ids):
+        raise ValueError("entity.fact_token_ids must be non-empty ids of the LM vocabulary: set them "
+                         "from the tokenizer in use or to null")
+    return token_table(ids)
 
 
 def label_token_table(cfg: ModelConfig):
@@ -110,6 +136,16 @@ class CrossViewModel(nn.Module):
         table, table_mask = label_token_table(cfg)
         self.register_buffer("label_token_ids", table, persistent=False)
         self.register_buffer("label_token_mask", table_mask, persistent=False)
+        # Created last too: the mark-fact head (entity.fact_head) and its class words.
+        self.fact_head: Optional[MarkFactHead] = None
+        self.fact_vectors: Optional[nn.Parameter] = None
+        table, table_mask = fact_token_table(cfg)
+        self.register_buffer("fact_token_ids", table, persistent=False)
+        self.register_buffer("fact_token_mask", table_mask, persistent=False)
+        if cfg.entity.fact_head:
+            self.fact_head = MarkFactHead(cfg.d_model, cfg.entity.fact_sizes)
+            if table is None:
+                self.fact_vectors = nn.Parameter(torch.randn(sum(cfg.entity.fact_sizes), cfg.d_model) * 0.02)
 
     def label_prior(self) -> Optional[torch.Tensor]:
         """(max_label + 1, D): projected mean LM embedding of each label's words; row 0 zero."""
@@ -119,6 +155,15 @@ class CrossViewModel(nn.Module):
         weight = self.label_token_mask.to(embedded.dtype).unsqueeze(-1)
         mean = (embedded * weight).sum(1) / weight.sum(1).clamp_min(1.0)
         return self.token_proj(mean) * self.label_token_mask.any(-1, keepdim=True)
+
+    def fact_classes(self) -> torch.Tensor:
+        """(C, D): each mark-fact class's vector, the projected mean LM embedding of its words
+        (or a free vector without entity.fact_token_ids)."""
+        if self.fact_vectors is not None:
+            return self.fact_vectors
+        embedded = self.language_head.embed(self.fact_token_ids)  # (C, k, W)
+        weight = self.fact_token_mask.to(embedded.dtype).unsqueeze(-1)
+        return self.token_proj((embedded * weight).sum(1) / weight.sum(1))
 
     def forward(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """Score every option of every sample.
@@ -151,6 +196,9 @@ class CrossViewModel(nn.Module):
                 track_locate (B, V, T, 1 + P) where its locator looked (only with fusion.track).
             count_logits (B, V, T, K): people-count logits of every frame, K = MAX_VIEW_COUNT + 1
                 (only with model.view_counter).
+            mark_fact_logits (B, V, T, M, C): each mark token (after fusion) scored against every
+                class of every fact, C = sum(entity.fact_sizes), and mark_fact_of_class (C,) long,
+                the fact of each class (only with entity.fact_head).
         """
         views = self.encode_views(batch)
         entities, projected = self.encode_entities(views, batch)
@@ -173,6 +221,10 @@ class CrossViewModel(nn.Module):
             entity_out.update(self.track_outputs(track))
         if "count_logits" in views:
             entity_out["count_logits"] = views["count_logits"]
+        if self.fact_head is not None:
+            logits = self.fact_head(fused["entity"], self.fact_classes())
+            entity_out["mark_fact_logits"] = logits.view(*batch["mark_mask"].shape, -1)
+            entity_out["mark_fact_of_class"] = self.fact_head.fact_of_class
         return {**scores, **entity_out,
                 "evidence_logits": evidence["frame"],
                 "entity_evidence_logits": evidence["entity"].view(batch["mark_mask"].shape),

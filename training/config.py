@@ -53,7 +53,8 @@ class AugmentConfig:
 @dataclass
 class LossConfig:
     RANGES: ClassVar[dict] = {"answer": ">= 0", "evidence": ">= 0", "entity_evidence": ">= 0", "identity": ">= 0",
-                              "track": ">= 0", "track_locate": ">= 0", "track_box": ">= 0", "view_count": ">= 0"}
+                              "track": ">= 0", "track_locate": ">= 0", "track_box": ">= 0", "view_count": ">= 0",
+                              "mark_facts": ">= 0"}
 
     answer: float = 1.0  # weight of the option cross-entropy
     evidence: float = 0.2  # weight of the (view, frame) evidence BCE
@@ -73,6 +74,8 @@ class LossConfig:
     #   show the person
     view_count: float = 0.5  # weight of the per-frame people-count CE (only with
     #   model.view_counter; targets from the generator's per-view record, inputs/view_counts.py)
+    mark_facts: float = 0.5  # weight of the mark facts' CE (only with model.entity.fact_head;
+    #   targets from the generator's per-mark record, inputs/mark_facts.py)
 
     @property
     def track_only(self) -> bool:
@@ -172,6 +175,10 @@ def load_train_config(path: str | Path | None = None, overrides: list[str] | Non
     if cfg.loss.track_only and not cfg.model.fusion.track:
         raise ConfigError(f"{path}: loss.track is the only weighted loss term, but model.fusion.track is off "
                           "(nothing would be trained)")
+    if cfg.loss.track_only and cfg.model.entity.fact_head and cfg.loss.mark_facts > 0:
+        raise ConfigError(f"{path}: loss.track is the only answer-side term, so steps run the track path alone "
+                          f"and loss.mark_facts={cfg.loss.mark_facts} would train nothing: set it to 0 or turn "
+                          "model.entity.fact_head off")
     if cfg.loss.track_box > 0 and not (cfg.model.fusion.track and cfg.model.fusion.track_box_read):
         raise ConfigError(f"{path}: loss.track_box={cfg.loss.track_box} trains the track's box head: it needs "
                           "model.fusion.track=true and model.fusion.track_box_read=true")

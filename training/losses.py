@@ -12,7 +12,8 @@ from training.config import LossConfig
 class CrossViewCriterion(nn.Module):
     """answer CE + evidence BCE + per-mark evidence BCE (+ identity consistency) (+ the person
     track's per-frame state CE and its locator's box loss, when the model has a track) (+ the
-    per-frame people-count CE, when the model has a view counter).
+    per-frame people-count CE, when the model has a view counter) (+ the mark facts' CE, when
+    the model has a mark-fact head).
 
     ``forward(outputs, batch)`` returns ``{"loss": total, "loss_answer": ..., ...}``; each
     term is averaged over the positions it is defined on, so an all-masked term is 0, not NaN.
@@ -24,7 +25,7 @@ class CrossViewCriterion(nn.Module):
         self.weights = {"answer": cfg.answer, "evidence": cfg.evidence,
                         "entity_evidence": cfg.entity_evidence, "identity": cfg.identity,
                         "track": cfg.track, "track_locate": cfg.track_locate, "track_box": cfg.track_box,
-                        "view_count": cfg.view_count}
+                        "view_count": cfg.view_count, "mark_facts": cfg.mark_facts}
 
     @staticmethod
     def loss_answer(out: dict, batch: dict) -> torch.Tensor:
@@ -126,6 +127,21 @@ class CrossViewCriterion(nn.Module):
         return CrossViewCriterion._frame_ce(out["count_logits"], batch, "count_target")
 
     @staticmethod
+    def loss_mark_facts(out: dict, batch: dict) -> torch.Tensor:
+        """Each fact's CE over its own classes (out "mark_fact_of_class" says which columns of
+        "mark_fact_logits" (B, V, T, M, C) are whose), on the real marks whose record names a class
+        of it (batch "mark_facts" (B, V, T, M, F), inputs/mark_facts.py), averaged over the facts
+        that have one; 0 for a batch without records."""
+        logits, fact_of_class, target = out["mark_fact_logits"], out["mark_fact_of_class"], batch["mark_facts"]
+        marks = batch["mark_mask"] & batch["frame_mask"].unsqueeze(-1) & batch["view_mask"][:, :, None, None]
+        terms = []
+        for f in range(target.shape[-1]):
+            keep = marks & (target[..., f] != IGNORE)
+            if keep.any():
+                terms.append(F.cross_entropy(logits[..., fact_of_class == f][keep], target[..., f][keep]))
+        return torch.stack(terms).mean() if terms else logits.sum() * 0.0
+
+    @staticmethod
     def loss_identity(out: dict, batch: dict, temperature: float = 0.1) -> torch.Tensor:
         """Supervised contrastive loss on the entity embeddings: marks of the same scene entity
         (in other views or frames) are positives, the other marks of the sample negatives.
@@ -170,6 +186,8 @@ class CrossViewCriterion(nn.Module):
             terms["track_box"] = self.loss_track_box(out, batch)
         if "count_logits" in out and "count_target" in batch and self.weights["view_count"] > 0:
             terms["view_count"] = self.loss_view_count(out, batch)
+        if "mark_fact_logits" in out and "mark_facts" in batch and self.weights["mark_facts"] > 0:
+            terms["mark_facts"] = self.loss_mark_facts(out, batch)
         losses = {f"loss_{k}": v for k, v in terms.items()}
         losses["loss"] = sum(self.weights[k] * v for k, v in terms.items())
         return losses

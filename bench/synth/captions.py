@@ -26,6 +26,8 @@ ARM_CLASSES = ["down", "side", "hip", "raised", "reaching", "waving"]
 OBJECT_KINDS = ["box", "ball", "pole", "chair", "panel"]
 FRAC_BINS = (0.25, 0.5, 0.8)  # visible fraction -> bin 0..3 (heavily hidden .. whole)
 IGNORE = -1  # a label the view does not show (hidden torso, arm out of sight)
+# The per-mark facts the benchmark records for training (meta "mark_facts"; inputs/mark_facts.py)
+MARK_FACT_KEYS = ("shirt", "trousers", "hat", "posture", "arm_l", "arm_r", "contact_kind")
 
 _POSTURE_OF = {"stand": "standing", "raise_one": "standing", "raise_both": "standing", "walk": "walking",
                "jump": "jumping", "crouch": "crouching", "squat": "crouching", "sit": "sitting",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 
 from bench.constants import NOTA
+from bench.synth.captions import MARK_FACT_KEYS, person_facts
 from bench.synth.tasks import TaskDef
 from bench.synth.tasks_common import Candidate, TaskContext
 from bench.synth.verify import (check_question, determined, informative_views, minimal_resolving_set,
@@ -38,6 +39,22 @@ def person_boxes(ctx: TaskContext, pid: int) -> dict[str, list]:
             rec = frame["persons"].get(pid)
             boxes.append(None if rec is None else rec["box"])  # observe_view: None where no pixel shows
         out[v] = boxes
+    return out
+
+
+def mark_facts(ctx: TaskContext, marks: list[dict]) -> list[dict | None]:
+    """Per mark of a static scene, what its view shows of the marked person: the class ids of
+    ``captions.person_facts`` (MARK_FACT_KEYS; -1 where the view does not show it), or None for
+    a mark on an object or the whole image. Training-only supervision (``loss.mark_facts``):
+    each fact is read from the mark's own view, nothing links views."""
+    by_view: dict[str, dict[int, dict]] = {}
+    out = []
+    for mark in marks:
+        view = mark["view_id"]
+        if view not in by_view:
+            by_view[view] = {f["pid"]: f for f in person_facts(ctx.scene, ctx.obs[view])}
+        facts = by_view[view].get(mark["entity"])
+        out.append(None if facts is None else {k: int(facts[k]) for k in MARK_FACT_KEYS})
     return out
 
 
@@ -113,6 +130,8 @@ def _verify_options(task: TaskDef, cand: Candidate, ctx: TaskContext, order: lis
                                  task.consistent, cand.table, cand.facts, [v], listed, nota)]}}
     if cand.spans is not None and "person" in cand.facts:
         meta["person_boxes"] = person_boxes(ctx, int(cand.facts["person"]))
+    if marks and cand.spans is None:
+        meta["mark_facts"] = mark_facts(ctx, marks)
     return {
         "task": task.name, "subset": task.subset, "axis": task.axis, "granularity": task.granularity,
         "scene": ctx.scene.sid,
