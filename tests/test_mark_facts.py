@@ -98,6 +98,9 @@ def test_the_head_scores_every_mark_and_the_loss_trains_the_words(token_ids):
     expected = (torch.nn.functional.cross_entropy(logits[tuple(first)][:3][None], torch.tensor([2]))
                 + torch.nn.functional.cross_entropy(logits[tuple(first)][3:][None], torch.tensor([1]))) / 2
     assert torch.allclose(terms["loss_mark_facts"], expected)
+    right, total = crit.mark_fact_hits(out, batch)
+    row = logits[tuple(first)]
+    assert total == 2 and right == int(row[:3].argmax() == 2) + int(row[3:].argmax() == 1)
     model.zero_grad()
     terms["loss_mark_facts"].backward()
     if token_ids:  # the class words' embeddings learn from the facts (the rest from the prompt)
@@ -129,3 +132,55 @@ def test_wrong_token_ids_are_refused():
                                                                fact_token_ids=[[1], [2], [3]]))
     with pytest.raises(ValueError, match="3 classes"):
         build_model(bad)
+
+
+def test_training_the_head_on_a_benchmark_without_records_is_refused(tmp_path):
+    from tiny_bench import make_tiny_benchmark
+    from training.config import load_train_config
+    from training.datamodule import check_mark_facts
+    bench = load_benchmark(make_tiny_benchmark(tmp_path / "b", n_scenes=2))
+    assert any(s.marks for s in bench.samples)
+    check_mark_facts(load_train_config(None, []), bench)  # head off: nothing to check
+    on = load_train_config(None, ["model.entity.fact_head=true"])
+    with pytest.raises(ValueError, match="no marked sample of the split has meta.mark_facts"):
+        check_mark_facts(on, bench)
+    check_mark_facts(load_train_config(None, ["model.entity.fact_head=true", "loss.mark_facts=0"]), bench)
+    for s in bench.samples:
+        if s.marks:
+            s.meta["mark_facts"] = [None] * len(s.marks)
+    check_mark_facts(on, bench)
+
+
+@pytest.mark.slow
+def test_a_run_with_the_head_trains_logs_and_scores_through_the_evaluator(tmp_path):
+    """End to end on a tiny benchmark whose marks carry (made-up) records: the loss term and the
+    val metric are logged, and the checkpoint (with the head) scores through the crossview adapter."""
+    import csv
+    import json
+
+    from test_train_e2e import tiny_config
+    from tiny_bench import make_tiny_benchmark
+    from training.run import train
+    root = tmp_path / "bench"
+    for split in ("train", "val", "test"):
+        folder = make_tiny_benchmark(root / split, n_scenes=4 if split == "train" else 2)
+        doc_path = folder / "benchmark.json"
+        doc = json.loads(doc_path.read_text())
+        samples = doc["samples"] if isinstance(doc, dict) else doc
+        for i, s in enumerate(samples):
+            if s.get("marks"):
+                s.setdefault("meta", {})["mark_facts"] = [
+                    {name: (i + k) % len(classes) for name, classes in FACTS} for k in range(len(s["marks"]))]
+        doc_path.write_text(json.dumps(doc))
+    cfg = tiny_config(root, tmp_path)
+    cfg.model.entity.fact_head = True
+    metrics = train(cfg)
+    run = tmp_path / "runs" / "tiny"
+    rows = list(csv.DictReader(open(run / "logs" / "metrics.csv")))
+    assert any(r.get("train/loss_mark_facts_epoch") for r in rows)
+    assert any(r.get("val/mark_fact_acc") for r in rows)
+    from eval.runner import evaluate
+    summary = evaluate(root / "test", "crossview", tmp_path / "ev",
+                       model_args={"ckpt": str(run / "best.ckpt"), "cache_dir": cfg.data.cache_dir},
+                       settings=["+0"], progress=False, plots=False)
+    assert summary["acc"]["+0"]["SVS"] == pytest.approx(metrics["acc"]["+0"]["SVS"])

@@ -46,6 +46,23 @@ def ensure_benchmark(cfg: TrainConfig) -> Path:
     return root
 
 
+def check_mark_facts(cfg: TrainConfig, train: Benchmark) -> None:
+    """With the mark-fact head trained (model.entity.fact_head, loss.mark_facts > 0), the train
+    split must carry the generator's per-mark records, or the head would learn nothing.
+
+    Raises:
+        ValueError: no marked training sample has ``meta.mark_facts``.
+    """
+    if not (cfg.model.entity.fact_head and cfg.loss.mark_facts > 0):
+        return
+    marked = [s for s in train.samples if s.marks]
+    if marked and not any("mark_facts" in (s.meta or {}) for s in marked):
+        raise ValueError(f"{train.root}: model.entity.fact_head is trained by loss.mark_facts, but no marked "
+                         f"sample of the split has meta.mark_facts (a benchmark generated before the generator "
+                         f"recorded them): generate it again, e.g. python -m bench generate --config "
+                         f"{cfg.data.generate_config or 'configs/bench/default.yaml'} --out <new folder>")
+
+
 def protocol_view_sets(bench: Benchmark, settings: list[str], seed: int) -> list[ViewSet]:
     """The evaluator's view sets (same settings, same seeded order) as ViewSets."""
     index = {s.id: i for i, s in enumerate(bench.samples)}
@@ -125,6 +142,7 @@ class CrossViewDataModule(L.LightningDataModule):
         data = self.cfg.data
         train, train_table = self._split("train", data.limit_train)
         val, val_table = self._split("val", data.limit_val)
+        check_mark_facts(self.cfg, train)
         self.train_set = ViewSetDataset(train, train_table, self.tokenizer, augment=self.cfg.augment,
                                         seed=self.cfg.seed)
         val_sets = protocol_view_sets(val, self.cfg.eval.val_settings, self.cfg.eval.seed)

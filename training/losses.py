@@ -127,6 +127,20 @@ class CrossViewCriterion(nn.Module):
         return CrossViewCriterion._frame_ce(out["count_logits"], batch, "count_target")
 
     @staticmethod
+    def mark_fact_hits(out: dict, batch: dict) -> tuple[int, int]:
+        """(right, recorded): over every fact of every real mark with a record, whether the best
+        class of that fact's slice is the recorded one."""
+        logits, fact_of_class, target = out["mark_fact_logits"], out["mark_fact_of_class"], batch["mark_facts"]
+        marks = batch["mark_mask"] & batch["frame_mask"].unsqueeze(-1) & batch["view_mask"][:, :, None, None]
+        right = total = 0
+        for f in range(target.shape[-1]):
+            keep = marks & (target[..., f] != IGNORE)
+            pred = logits[..., fact_of_class == f].argmax(-1)
+            right += int((pred == target[..., f])[keep].sum())
+            total += int(keep.sum())
+        return right, total
+
+    @staticmethod
     def loss_mark_facts(out: dict, batch: dict) -> torch.Tensor:
         """Each fact's CE over its own classes (out "mark_fact_of_class" says which columns of
         "mark_fact_logits" (B, V, T, M, C) are whose), on the real marks whose record names a class

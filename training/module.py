@@ -99,6 +99,10 @@ class CrossViewModule(L.LightningModule):
             if keep.any():
                 hits = out["count_logits"].argmax(-1) == batch["count_target"]
                 self.log("val/count_acc", hits[keep].float().mean(), batch_size=int(keep.sum()), sync_dist=True)
+        if "mark_fact_logits" in out and "mark_facts" in batch:  # the mark-fact head (inputs/mark_facts.py)
+            hits, total = self.criterion.mark_fact_hits(out, batch)
+            if total:
+                self.log("val/mark_fact_acc", hits / total, batch_size=total, sync_dist=True)
         if self.track_only:
             return
         right = (out["option_logits"].argmax(-1) == batch["answer"]).tolist()
