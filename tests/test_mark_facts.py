@@ -184,3 +184,22 @@ def test_a_run_with_the_head_trains_logs_and_scores_through_the_evaluator(tmp_pa
                        model_args={"ckpt": str(run / "best.ckpt"), "cache_dir": cfg.data.cache_dir},
                        settings=["+0"], progress=False, plots=False)
     assert summary["acc"]["+0"]["SVS"] == pytest.approx(metrics["acc"]["+0"]["SVS"])
+
+
+def test_a_vector_shared_by_a_facts_classes_does_not_change_its_scores():
+    """Freshly projected words share token_proj's bias; the head scores what tells a fact's
+    classes apart, so a shared shift moves no logit, and even nearly identical class vectors
+    (cosine 0.96, as at init) are scored far apart."""
+    from model.fact_head import MarkFactHead
+    torch.manual_seed(0)
+    head = MarkFactHead(16, [3, 2])
+    tokens, classes = torch.randn(5, 16), torch.randn(5, 16) * 0.1
+    shift = torch.zeros(5, 16)
+    shift[:3], shift[3:] = torch.randn(16), torch.randn(16)  # one vector per fact
+    before, after = head(tokens, classes), head(tokens, classes + 5.0 * shift)
+    assert torch.allclose(before, after, atol=1e-5)
+    centred = head.centred(classes)
+    assert torch.allclose(centred[:3].sum(0), torch.zeros(16), atol=1e-6)
+    assert torch.allclose(centred[3:].sum(0), torch.zeros(16), atol=1e-6)
+    # a spread of several logits within a fact at init, not the few tenths of a scaled dot product
+    assert (before[:, :3].max(-1).values - before[:, :3].min(-1).values).mean() > 2.0
