@@ -49,7 +49,7 @@ def build_model(cfg: ModelConfig, lm: Optional[PreTrainedModel] = None) -> Cross
         prefix=PrefixReader(cfg) if cfg.fusion.enabled else BagOfFramesPrefix(cfg),
         evidence=EvidenceHead(cfg.d_model),
         language_head=LanguageHead(lm, cfg.lm),
-        token_proj=nn.Linear(cfg.lm_width, cfg.d_model, bias=cfg.word_proj_bias) if needs_token_proj else None,
+        token_proj=nn.Linear(cfg.lm_width, cfg.d_model) if needs_token_proj else None,
         summary=BagOfFramesPrefix(cfg) if cfg.fusion.enabled and cfg.fusion.summary_tokens else None,
     )
     if cfg.embed_std is not None:

@@ -264,9 +264,6 @@ class ModelConfig:
     embed_std: Optional[float] = None  # init std of the additive learned embeddings (token type,
     # question position, mark label and role); None: PyTorch's N(0, 1), whose norm (~11 at d 128)
     # swamps what they are added to (docs/experiments.md, "Embedding scale")
-    word_proj_bias: bool = True  # token_proj (LM word embedding -> d_model) has a bias. At init that
-    #   bias is ~5x the projected words (every word points the same way: mean pairwise cosine 0.96),
-    #   so without it, and with fusion.question_norm, the fusion tells words apart from step one
     view_counter: int = 0  # > 0: a per-frame DeepSets people counter of this hidden width reads
     #   every frame's patches and adds to its frame token (model/view_encoder.py ViewCounter;
     #   supervised by loss.view_count); 0: none

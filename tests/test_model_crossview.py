@@ -221,26 +221,3 @@ def test_a_stored_config_without_summary_last_keeps_the_prefix_order_of_its_time
     assert from_dict(ModelConfig, stored).fusion.summary_last is False
     assert load_config(ModelConfig).fusion.summary_last is ModelConfig().fusion.summary_last
 
-
-def test_without_the_word_projection_bias_the_words_are_told_apart_at_init():
-    """model.word_proj_bias=false with fusion.question_norm: the projected question words are
-    distinct directions at the scale of the other embeddings from step one (with the bias, and
-    LayerNorm or not, every word points nearly the same way)."""
-    import dataclasses
-
-    from model.build import build_model
-    from model.config import tiny_model_config
-
-    def pairwise_cos(cfg):
-        torch.manual_seed(0)
-        model = build_model(cfg)
-        words = torch.nn.functional.normalize(model.question_tokens(torch.arange(1, 40)).detach(), dim=-1)
-        sim = words @ words.T
-        return ((sim.sum() - len(sim)) / (len(sim) * (len(sim) - 1))).item(), model
-
-    base = tiny_model_config()
-    fusion = dataclasses.replace(base.fusion, question_norm=True)
-    with_bias, _ = pairwise_cos(dataclasses.replace(base, fusion=fusion))
-    without, model = pairwise_cos(dataclasses.replace(base, fusion=fusion, word_proj_bias=False))
-    assert model.token_proj.bias is None
-    assert abs(without) < 0.2 < with_bias
