@@ -220,4 +220,3 @@ def test_a_stored_config_without_summary_last_keeps_the_prefix_order_of_its_time
     del stored["fusion"]["summary_last"]
     assert from_dict(ModelConfig, stored).fusion.summary_last is False
     assert load_config(ModelConfig).fusion.summary_last is ModelConfig().fusion.summary_last
-
