@@ -9,6 +9,7 @@ Layout: ``out/{train,val,test}/benchmark.json`` + ``images/``, and ``out/summary
 """
 from __future__ import annotations
 
+import gzip
 import json
 import multiprocessing as mp
 import os
@@ -25,6 +26,7 @@ from tqdm import tqdm
 from bench.config import to_dict
 from bench.constants import AXES
 from bench.synth.balance import assign_letters, select
+from bench.synth.entity_labels import image_entities
 from bench.synth.marks import draw_marks, mark_key
 from bench.synth.observe import observe_view
 from bench.synth.questions import scene_questions
@@ -99,7 +101,9 @@ def _temporal_job(cfg, idx: int, split: str, root: str) -> dict:
     for rec in records:
         for r in [rec] + rec.get("alternatives", []):  # selection may keep an alternative option set
             r["meta"]["view_stats"] = view_stats
-    return {"idx": idx, "sid": scene.sid, "split": split, "records": records, "times": scene.times,
+    entities = {f"{v}_f{f:02d}": image_entities(scene, o, t) for v, os_ in obs.items()
+                for f, (o, t) in enumerate(zip(os_, scene.times))}
+    return {"idx": idx, "sid": scene.sid, "split": split, "records": records, "times": scene.times, "entities": entities,
             "cameras": [{"view_id": c.view_id, **c.to_json()} for c in scene.cameras],
             "persons_per_image": [st[0] for st in view_stats.values()],
             "occluded": sum(st[2] for st in view_stats.values()), "visible": sum(st[1] for st in view_stats.values())}
@@ -120,7 +124,8 @@ def _scene_job(args) -> dict:
     view_stats = {v: _view_stats(o) for v, o in obs.items()}
     for rec in records:
         rec["meta"]["view_stats"] = view_stats
-    return {"idx": idx, "sid": scene.sid, "split": split, "records": records, "times": [0.0],
+    entities = {v: image_entities(scene, o, 0.0) for v, o in obs.items()}
+    return {"idx": idx, "sid": scene.sid, "split": split, "records": records, "times": [0.0], "entities": entities,
             "cameras": [{"view_id": c.view_id, **c.to_json()} for c in scene.cameras],
             "persons_per_image": [st[0] for st in view_stats.values()],
             "occluded": sum(st[2] for st in view_stats.values()), "visible": sum(st[1] for st in view_stats.values())}
@@ -216,6 +221,7 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
                 mark_jobs += [(str(tmp), split, sid, [items[k] for k in sorted(items)]) for sid, items in sorted(per_scene.items())]
                 images = sorted({f["image"] for s in samples for v in s["views"] for f in v["frames"]})
                 _write_split(tmp / split, cfg, split, samples)
+                _write_labels(tmp / "labels", split, res, {s["scene"] for s in samples})
                 summary["splits"][split] = {
                     "scenes": len(res), "questions": len(samples), "unique_images": len(images),
                     "by_task": dict(sorted(Counter(s["task"] for s in samples).items())),
@@ -247,6 +253,17 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return summary
+
+
+def _write_labels(folder: Path, split: str, results: list[dict], scenes: set[str]) -> None:
+    """Per-entity labels of every image of the split's scenes that questions use
+    (``bench.synth.entity_labels``), one scene a line: outside the split folders, so a split
+    handed to a model or an evaluator carries no label; training reads only train's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"scene": r["sid"], "images": r["entities"]}, separators=(",", ":"))
+             for r in sorted(results, key=lambda r: r["sid"]) if r["sid"] in scenes]
+    data = "".join(line + "\n" for line in lines).encode()
+    (folder / f"{split}.jsonl.gz").write_bytes(gzip.compress(data, compresslevel=6, mtime=0))  # same bytes per seed
 
 
 def _write_split(folder: Path, cfg, split: str, samples: list[dict]) -> None:
