@@ -1,0 +1,238 @@
+"""Entity batches: one token per (view, frame, entity) of a view set, its question and options.
+
+What the entity reasoner (``model.entity_reasoner``) reads. The entities come from per-image
+records (``bench.synth.entity_labels``): the ground truth for the entity ceiling, or what the
+perception heads predict in the same format. A record's ``id`` is a training target only
+(association and pointer), never an input.
+
+Text is a closed word vocabulary (``WordVocab``): the attribute classes' names are words of it,
+so the reasoner embeds "red" once, as the class of a shirt and as a word of an option.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from bench.format import Sample
+from bench.synth.captions import ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, OBJECT_KINDS, POSTURES
+from bench.synth.entity_labels import CONTACT_KEYS, FIELDS
+from inputs.items import mark_role
+
+_WORD = re.compile(r"[a-z]+|\d+")
+PAD, UNK, CLS = 0, 1, 2
+CONTACT_WIDTH = len(CONTACT_KEYS) * 2 * (len(OBJECT_KINDS) + len(COLOUR_NAMES))
+# the words naming each class of each categorical field, in class order
+CLASS_NAMES: dict[str, list[str]] = {
+    "shirt": COLOUR_NAMES, "trousers": COLOUR_NAMES, "hat": HAT_NAMES, "posture": POSTURES,
+    "arm_l": ARM_CLASSES, "arm_r": ARM_CLASSES, "airborne": ["grounded", "airborne"],
+    "frac": ["hidden", "partly", "mostly", "whole"], "object_kind": OBJECT_KINDS, "object_colour": COLOUR_NAMES}
+MAX_NUMBER = 16  # number words 0..16 are always in the vocabulary (counts, mark labels)
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("_", " "))
+
+
+class WordVocab:
+    """Lower-case word vocabulary; unknown words map to ``UNK``."""
+
+    def __init__(self, vocab: Sequence[str]):
+        self.itos = list(vocab)
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+
+    @classmethod
+    def build(cls, texts: Sequence[str]) -> "WordVocab":
+        """The special tokens, number words, class names, then every word of ``texts`` (sorted)."""
+        base = ["<pad>", "<unk>", "<cls>"] + [str(k) for k in range(MAX_NUMBER + 1)]
+        names = sorted({w for classes in CLASS_NAMES.values() for c in classes for w in words(c)})
+        seen = set(base)
+        vocab = [w for w in base] + [w for w in names if w not in seen]
+        seen.update(vocab)
+        vocab += sorted({w for t in texts for w in words(t)} - seen)
+        return cls(vocab)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, text: str, cls_token: bool = False) -> list[int]:
+        ids = [self.stoi.get(w, UNK) for w in words(text)]
+        return ([CLS] if cls_token else []) + (ids or [UNK])
+
+    def class_words(self) -> dict[str, torch.Tensor]:
+        """Per field, (classes, max words) word ids of its class names, padded with PAD."""
+        out = {}
+        for field, classes in CLASS_NAMES.items():
+            ids = [self.encode(c) for c in classes]
+            width = max(len(i) for i in ids)
+            out[field] = torch.tensor([i + [PAD] * (width - len(i)) for i in ids])
+        return out
+
+
+def load_entity_labels(bench_dir: str | Path, split: str, allow_eval_splits: bool = False) -> dict[str, dict]:
+    """Scene id -> image stem -> entity records, from ``bench_dir/labels/<split>.jsonl.gz``.
+
+    Training reads the train split's labels only: the labels of val and test are there for the
+    entity ceiling (``allow_eval_splits=True``), which is told the truth on purpose.
+    """
+    if split != "train" and not allow_eval_splits:
+        raise PermissionError(f"entity labels of the {split!r} split are not for training: only the ceiling "
+                              "(allow_eval_splits=True) reads labels outside train")
+    path = Path(bench_dir) / "labels" / f"{split}.jsonl.gz"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; regenerate the benchmark with python -m bench generate "
+                                "(the generator writes per-entity labels beside the splits)")
+    out = {}
+    with gzip.open(path, "rt") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            out[rec["scene"]] = rec["images"]
+    return out
+
+
+def _stem(image: str) -> str:
+    stem = Path(image).stem
+    m = re.match(r"^(.+)_m[0-9a-f]{12}$", stem)
+    return m.group(1) if m else stem
+
+
+def _iou(a: Sequence[float], b: Sequence[float]) -> float:
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def contact_vector(contact: list) -> list[float]:
+    """The multi-hot (effector x overlap/separated x object kind and colour) of a contact list."""
+    out = [0.0] * CONTACT_WIDTH
+    desc = len(OBJECT_KINDS) + len(COLOUR_NAMES)
+    for eff, kind, colour, overlap in contact:
+        base = (eff * 2 + (1 - int(overlap))) * desc
+        out[base + kind] = 1.0
+        out[base + len(OBJECT_KINDS) + colour] = 1.0
+    return out
+
+
+def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str, list[dict]],
+                      vocab: WordVocab) -> dict[str, Any]:
+    """Unpadded tensors of one view set of ``sample`` (E entity tokens).
+
+    Args:
+        view_ids: the views shown, in order; images: image stem -> entity records of the scene.
+    Returns:
+        ``fields`` (E, F) long class + 1 (0: not shown), ``contact`` (E, CONTACT_WIDTH), ``kind``
+        (E,) 0 person / 1 object, ``box`` (E, 4) pixels, ``image_hw`` (E, 2), ``view`` / ``frame``
+        (E,) long indices, ``time`` (E,) seconds, ``mark`` (E,) word id of the attached mark's
+        label (0: none), ``mark_role`` (E,), ``camera_K`` / ``camera_R`` (V, 3, 3), ``camera_t``
+        (V, 3), ``has_camera`` (V,); targets ``entity_id`` (E,) and ``pointer`` (E,) float.
+    """
+    rows: dict[str, list] = {k: [] for k in ("fields", "contact", "kind", "box", "image_hw", "view", "frame", "time",
+                                             "mark", "mark_role", "entity_id", "pointer")}
+    Ks, Rs, ts, has_cam = [], [], [], []
+    evidence = {}
+    for span in sample.evidence:
+        evidence.setdefault(span.view_id, []).append(span)
+    for v_idx, vid in enumerate(view_ids):
+        view = sample.view(vid)
+        cam = view.camera
+        if cam is not None:
+            Ks.append(torch.tensor(cam.K, dtype=torch.float32))
+            Rs.append(torch.tensor(cam.R, dtype=torch.float32))
+            ts.append(torch.tensor(cam.t, dtype=torch.float32))
+            hw = (float(cam.height), float(cam.width))
+        else:
+            Ks.append(torch.eye(3))
+            Rs.append(torch.eye(3))
+            ts.append(torch.zeros(3))
+            hw = (224.0, 224.0)
+        has_cam.append(cam is not None)
+        for f_idx, frame in enumerate(view.frames):
+            stem = _stem(frame.image)
+            if stem not in images:
+                raise KeyError(f"sample {sample.id}: no entity labels for image {frame.image!r} (stem {stem!r})")
+            ents = images[stem]
+            marks = [m for m in sample.marks if m.view_id == vid and abs(m.t - frame.t) < 1e-6]
+            mark_of: dict[int, Any] = {}
+            for m in marks:  # a mark attaches to the entity its box overlaps most
+                best = max(range(len(ents)), key=lambda i: _iou(ents[i]["box"], m.box), default=None)
+                if best is not None and _iou(ents[best]["box"], m.box) > 0.1:
+                    mark_of[best] = m
+            for i, e in enumerate(ents):
+                person = e["kind"] == "person"
+                rows["fields"].append([int(e.get(f, -1)) + 1 for f in FIELDS])
+                rows["contact"].append(contact_vector(e.get("contact", [])) if person else [0.0] * CONTACT_WIDTH)
+                rows["kind"].append(0 if person else 1)
+                rows["box"].append([float(x) for x in e["box"]])
+                rows["image_hw"].append(hw)
+                rows["view"].append(v_idx)
+                rows["frame"].append(f_idx)
+                rows["time"].append(float(frame.t))
+                m = mark_of.get(i)
+                rows["mark"].append(vocab.stoi.get(m.label, UNK) if m is not None else 0)
+                rows["mark_role"].append(mark_role(m.label, sample.question, sample.options) if m is not None else 0)
+                rows["entity_id"].append(int(e["id"]))
+                hit = any(int(e["id"]) in span.entities and span.t_start - 1e-6 <= frame.t <= span.t_end + 1e-6
+                          for span in evidence.get(vid, []))
+                rows["pointer"].append(float(hit))
+    if not rows["kind"]:
+        raise ValueError(f"sample {sample.id}: no entity in views {list(view_ids)}")
+    out = {k: torch.tensor(v, dtype=torch.float32 if k in ("contact", "box", "image_hw", "time", "pointer")
+                           else torch.long) for k, v in rows.items()}
+    out.update(camera_K=torch.stack(Ks), camera_R=torch.stack(Rs), camera_t=torch.stack(ts),
+               has_camera=torch.tensor(has_cam))
+    return out
+
+
+def build_text_item(sample: Sample, vocab: WordVocab) -> dict[str, Any]:
+    """Question ids (with a leading CLS), each option's ids, the answer index."""
+    return {"question": torch.tensor(vocab.encode(sample.question, cls_token=True)),
+            "options": [torch.tensor(vocab.encode(o, cls_token=True)) for o in sample.options],
+            "answer": sample.answer_index}
+
+
+def _pad(tensors: list[torch.Tensor], value=0) -> torch.Tensor:
+    n = max(t.shape[0] for t in tensors)
+    out = torch.full((len(tensors), n, *tensors[0].shape[1:]), value, dtype=tensors[0].dtype)
+    for i, t in enumerate(tensors):
+        out[i, :t.shape[0]] = t
+    return out
+
+
+def collate_entities(items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    """Pad a list of ``build_entity_item`` + ``build_text_item`` dicts into a batch.
+
+    Adds ``entity_mask`` (B, E), ``view_mask`` (B, V), ``question_mask`` (B, L), ``option_ids``
+    (B, O, Lo), ``option_mask`` (B, O, Lo), ``option_valid`` (B, O), ``answer`` (B,).
+    """
+    batch: dict[str, torch.Tensor] = {}
+    for key in ("fields", "contact", "kind", "box", "image_hw", "view", "frame", "time", "mark", "mark_role",
+                "entity_id", "pointer"):
+        batch[key] = _pad([it[key] for it in items], -1 if key == "entity_id" else 0)
+    batch["entity_mask"] = _pad([torch.ones(len(it["kind"]), dtype=torch.bool) for it in items], False)
+    batch["image_hw"][~batch["entity_mask"]] = 224.0
+    for key in ("camera_K", "camera_R"):
+        batch[key] = _pad([it[key] for it in items])
+        pad = batch[key].abs().sum((-1, -2)) == 0
+        batch[key][pad] = torch.eye(3)
+    batch["camera_t"] = _pad([it["camera_t"] for it in items])
+    batch["has_camera"] = _pad([it["has_camera"] for it in items], False)
+    batch["view_mask"] = _pad([torch.ones(len(it["camera_t"]), dtype=torch.bool) for it in items], False)
+    batch["question"] = _pad([it["question"] for it in items], PAD)
+    batch["question_mask"] = batch["question"] != PAD
+    n_opt = max(len(it["options"]) for it in items)
+    width = max(len(o) for it in items for o in it["options"])
+    opts = torch.full((len(items), n_opt, width), PAD, dtype=torch.long)
+    for b, it in enumerate(items):
+        for o, ids in enumerate(it["options"]):
+            opts[b, o, :len(ids)] = ids
+    batch["option_ids"] = opts
+    batch["option_mask"] = opts != PAD
+    batch["option_valid"] = batch["option_mask"].any(-1)
+    batch["answer"] = torch.tensor([it["answer"] for it in items])
+    return batch

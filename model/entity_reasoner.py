@@ -1,0 +1,255 @@
+"""The entity reasoner: every person and object of every view and frame is a token.
+
+    entity token  = attribute classes (embedded through the words that name them) + 2-D contact
+                    + box + its own floor point and height (camera) + mark label and role + time
+    entity attention within a time step, biased by floor distance, across views
+    association   = pairwise same-entity logits (across views and frames), its own head
+    pointer       = which entities the question is about (question tokens attend to entities)
+    set features  = soft distinct count of the pointed persons, the pointed state per frame,
+                    each entity's association with the pointed set
+    reasoner      = transformer over question, set features and entity tokens
+    option scores = each option's words attend to the reasoner's output
+
+Attribute classes and answer words share one word embedding: "red" is the same vector as the
+class red of a shirt and as a word of an option, so an attribute answer is not learnt per task.
+Pure tensors in, tensors out; inputs.entity_batch builds the batch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.camera import canonical_offset, floor_points, pixel_rays
+
+MAX_FRAMES = 16
+MAX_COUNT = 16
+
+
+@dataclass
+class EntityReasonerConfig:
+    vocab_size: int = 512
+    width: int = 128              # token width
+    heads: int = 4
+    entity_layers: int = 2        # entity attention (within a time step, floor-distance bias)
+    question_layers: int = 2
+    reason_layers: int = 2
+    option_layers: int = 1
+    dropout: float = 0.1
+    contact_width: int = 204      # inputs.entity_batch.CONTACT_WIDTH
+    world_scale: float = 4.0      # metres per canonical unit
+    camera: bool = True           # floor point and height from the camera; False: the "no camera" ablation
+    entity_attention: bool = True  # False: no entity attention (tokens stay per image)
+    association: bool = True      # False: no association features (set features see no identity)
+
+
+def _mlp(d_in: int, d: int, d_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d_in, d), nn.GELU(), nn.Linear(d, d_out))
+
+
+class BiasedBlock(nn.Module):
+    """Pre-norm transformer block whose attention takes an additive (B, H, N, N) bias."""
+
+    def __init__(self, d: int, heads: int, dropout: float):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = _mlp(d, 4 * d, d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        att = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        x = x + self.drop(self.out(att.transpose(1, 2).reshape(b, n, d)))
+        return x + self.drop(self.mlp(self.norm2(x)))
+
+
+def _encoder(d: int, heads: int, layers: int, dropout: float) -> nn.TransformerEncoder:
+    layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout, activation="gelu", batch_first=True, norm_first=True)
+    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+
+class EntityReasoner(nn.Module):
+    """Args: cfg; class_words: field -> (classes, words) word ids naming each class
+    (``inputs.entity_batch.WordVocab.class_words``), in the order of the batch's ``fields``."""
+
+    def __init__(self, cfg: EntityReasonerConfig, class_words: dict[str, torch.Tensor]):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.width
+        self.fields = list(class_words)
+        for i, f in enumerate(self.fields):
+            self.register_buffer(f"class_words_{i}", class_words[f], persistent=False)
+        self.word = nn.Embedding(cfg.vocab_size, d, padding_idx=0)
+        self.field_type = nn.Parameter(torch.zeros(len(self.fields), d))
+        self.contact = nn.Linear(cfg.contact_width, d)
+        self.box = _mlp(6, d, d)
+        self.geometry = _mlp(4, d, d)
+        self.no_camera = nn.Parameter(torch.zeros(d))
+        self.kind = nn.Embedding(2, d)
+        self.role = nn.Embedding(4, d)
+        self.time = nn.Embedding(MAX_FRAMES, d)
+        self.entity_norm = nn.LayerNorm(d)
+        self.entity_blocks = nn.ModuleList(BiasedBlock(d, cfg.heads, cfg.dropout) for _ in range(cfg.entity_layers))
+        self.floor_scale = nn.Parameter(torch.full((cfg.heads,), 1.0))
+        self.same_image = nn.Parameter(torch.zeros(cfg.heads))
+        self.question_pos = nn.Embedding(64, d)
+        self.question = _encoder(d, cfg.heads, cfg.question_layers, cfg.dropout)
+        self.pointer_attn = nn.MultiheadAttention(d, cfg.heads, dropout=cfg.dropout, batch_first=True)
+        self.pointer_head = _mlp(2 * d, d, 1)
+        self.assoc_proj = nn.Linear(d, d)
+        self.assoc_scale = nn.Parameter(torch.tensor(10.0))
+        self.assoc_bias = nn.Parameter(torch.tensor(-5.0))
+        self.set_feat = _mlp(2, d, d)        # (pointer prob, association with the pointed set)
+        self.count_type = nn.Parameter(torch.zeros(d))
+        self.state_type = nn.Parameter(torch.zeros(d))
+        self.reason = _encoder(d, cfg.heads, cfg.reason_layers, cfg.dropout)
+        self.option = _encoder(d, cfg.heads, cfg.option_layers, cfg.dropout)
+        self.option_attn = nn.MultiheadAttention(d, cfg.heads, dropout=cfg.dropout, batch_first=True)
+        self.score = _mlp(3 * d, d, 1)
+
+    # -- entity tokens ---------------------------------------------------------------------
+    def _class_table(self, i: int) -> torch.Tensor:
+        ids = getattr(self, f"class_words_{i}")  # (K, W)
+        emb = self.word(ids)
+        n = (ids != 0).sum(-1, keepdim=True).clamp_min(1)
+        return emb.sum(1) / n  # (K, d)
+
+    def floor_geometry(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each entity's floor point (canonical frame, world_scale units) and height, and whether
+        its camera is known: (B, E, 3), (B, E) bool. The feet are the box's bottom centre; the
+        height is where the ray through the top centre passes above that floor point."""
+        view = batch["view"].clamp_min(0)
+        gather = lambda x: torch.gather(x, 1, view.view(*view.shape, *([1] * (x.dim() - 2))).expand(  # noqa: E731
+            *view.shape, *x.shape[2:]))
+        K, R, t = gather(batch["camera_K"]), gather(batch["camera_R"]), gather(batch["camera_t"])
+        box = batch["box"]
+        feet = torch.stack([(box[..., 0] + box[..., 2]) / 2, box[..., 3]], -1)
+        top = torch.stack([(box[..., 0] + box[..., 2]) / 2, box[..., 1]], -1)
+        px = torch.stack([feet, top], -2)  # (B, E, 2, 2)
+        origin, direction = pixel_rays(K, R, t, px)
+        offset = canonical_offset(batch["camera_R"], batch["camera_t"], batch["has_camera"])  # (B, 1, 3)
+        origin = (origin - offset.unsqueeze(-2)) / self.cfg.world_scale
+        xy, hit = floor_points(origin[..., 0, :], direction[..., 0, :])
+        # height: the top ray's point nearest to the vertical line through the floor point
+        d_top, o = direction[..., 1, :], origin[..., 0, :]
+        horiz = d_top[..., :2].norm(dim=-1).clamp_min(1e-6)
+        s = ((xy - o[..., :2]) * d_top[..., :2]).sum(-1) / horiz.pow(2)
+        height = (o[..., 2] + s * d_top[..., 2]).clamp(-2.0, 2.0)
+        known = gather(batch["has_camera"].unsqueeze(-1)).squeeze(-1) & hit
+        geo = torch.cat([xy.clamp(-4.0, 4.0), height.unsqueeze(-1)], -1)
+        return torch.where(known.unsqueeze(-1), geo, torch.zeros_like(geo)), known
+
+    def embed_entities(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        fields = batch["fields"]  # (B, E, F) class + 1, 0 = not shown
+        x = self.contact(batch["contact"]) + self.kind(batch["kind"]) + self.role(batch["mark_role"])
+        for i in range(len(self.fields)):
+            table = torch.cat([torch.zeros_like(self.field_type[:1]), self._class_table(i) + self.field_type[i]])
+            x = x + table[fields[..., i]]
+        x = x + self.word(batch["mark"])
+        hw = batch["image_hw"]
+        box = batch["box"] / torch.cat([hw.flip(-1), hw.flip(-1)], -1)
+        size = torch.stack([box[..., 2] - box[..., 0], box[..., 3] - box[..., 1]], -1)
+        x = x + self.box(torch.cat([box, size], -1) * 2 - 1)
+        geo, known = self.floor_geometry(batch)
+        if not self.cfg.camera:
+            known = torch.zeros_like(known)
+        geo_emb = self.geometry(torch.cat([geo, known.unsqueeze(-1).float()], -1))
+        x = x + torch.where(known.unsqueeze(-1), geo_emb, self.no_camera.expand_as(geo_emb))
+        x = x + self.time(batch["frame"].clamp(0, MAX_FRAMES - 1))
+        return self.entity_norm(x), geo, known
+
+    def attention_bias(self, batch: dict, geo: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
+        """(B, H, E, E) additive bias: -inf across time steps and to padding; -scale * floor
+        distance between entities with known geometry; a learned same-image term."""
+        mask = batch["entity_mask"]
+        same_t = batch["frame"].unsqueeze(-1) == batch["frame"].unsqueeze(-2)
+        allowed = same_t & mask.unsqueeze(-2)
+        if not self.cfg.entity_attention:
+            allowed = allowed & (batch["view"].unsqueeze(-1) == batch["view"].unsqueeze(-2))
+        allowed = allowed | torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)
+        dist = torch.cdist(geo[..., :2], geo[..., :2])
+        both = known.unsqueeze(-1) & known.unsqueeze(-2)
+        bias = -F.softplus(self.floor_scale).view(1, -1, 1, 1) * (dist * both).unsqueeze(1)
+        same_img = (batch["view"].unsqueeze(-1) == batch["view"].unsqueeze(-2)) & same_t
+        bias = bias + self.same_image.view(1, -1, 1, 1) * same_img.unsqueeze(1)
+        return bias.masked_fill(~allowed.unsqueeze(1), float("-inf"))
+
+    # -- forward -----------------------------------------------------------------------------
+    def forward(self, batch: dict) -> dict[str, torch.Tensor]:
+        """Args: a batch of ``inputs.entity_batch.collate_entities``.
+
+        Returns:
+            option_logits (B, O): -1e4 at invalid options;
+            pointer_logits (B, E): which entities the question is about; -1e4 at padding;
+            assoc_logits (B, E, E): same person / object across views and frames;
+            distinct_count (B,): soft count of distinct pointed persons;
+            entity_tokens (B, E, W) after entity attention.
+        """
+        mask = batch["entity_mask"]
+        x, geo, known = self.embed_entities(batch)
+        bias = self.attention_bias(batch, geo, known)
+        for blk in self.entity_blocks:
+            x = blk(x, bias)
+
+        q_ids, q_mask = batch["question"], batch["question_mask"]
+        pos = torch.arange(q_ids.shape[1], device=q_ids.device).clamp_max(63)
+        q = self.question(self.word(q_ids) + self.question_pos(pos), src_key_padding_mask=~q_mask)
+
+        # pointer: each entity reads the question
+        read, _ = self.pointer_attn(x, q, q, key_padding_mask=~q_mask)
+        pointer_logits = self.pointer_head(torch.cat([x, read], -1)).squeeze(-1).masked_fill(~mask, -1e4)
+        p = torch.sigmoid(pointer_logits) * mask
+        if "pointer_override" in batch:  # the oracle pointer: answer accuracy given the right entities
+            p = batch["pointer_override"] * mask
+
+        # association: its own projection, so the tokens themselves stay view-specific
+        e = F.normalize(self.assoc_proj(x), dim=-1)
+        assoc_logits = self.assoc_scale * e @ e.transpose(1, 2) + self.assoc_bias
+        pair = mask.unsqueeze(-1) & mask.unsqueeze(-2)
+        a = torch.sigmoid(assoc_logits) * pair
+        eye = torch.eye(a.shape[1], dtype=torch.bool, device=a.device)
+        a = torch.where(eye, pair.float(), a)
+        if not self.cfg.association:
+            a = eye.float() * pair
+        person = (batch["kind"] == 0) & mask
+        pp = p * person
+        # soft distinct count: each pointed sighting counts 1 / (pointed sightings of the same person)
+        distinct = (pp / (a @ pp.unsqueeze(-1)).squeeze(-1).clamp_min(1e-3) * pp.gt(0)).sum(-1)
+        with_pointed = (a * p.unsqueeze(1)).masked_fill(eye, 0).amax(-1)
+        # the pointed state per frame (mean of the pointed tokens of frame f)
+        frames = batch["frame"].clamp(0, MAX_FRAMES - 1)
+        n_f = int(frames.max().item()) + 1
+        onehot = F.one_hot(frames, n_f).float() * (p * mask).unsqueeze(-1)  # (B, E, T)
+        state = onehot.transpose(1, 2) @ x / onehot.sum(1).unsqueeze(-1).clamp_min(1e-3)  # (B, T, d)
+        state = state + self.time.weight[:n_f] + self.state_type
+        count_tok = self._number(distinct) + self.count_type
+
+        ent = x + self.set_feat(torch.stack([p, with_pointed], -1))
+        seq = torch.cat([q, count_tok.unsqueeze(1), state, ent], 1)
+        seq_mask = torch.cat([q_mask, torch.ones_like(q_mask[:, :1]), onehot.sum(1) > 0, mask], 1)
+        h = self.reason(seq, src_key_padding_mask=~seq_mask)
+
+        o_ids, o_mask = batch["option_ids"], batch["option_mask"]
+        b, n_o, lo = o_ids.shape
+        o_pos = torch.arange(lo, device=o_ids.device).clamp_max(63)
+        o = self.option((self.word(o_ids) + self.question_pos(o_pos)).view(b * n_o, lo, -1),
+                        src_key_padding_mask=~o_mask.view(b * n_o, lo).clone().index_fill_(1, torch.tensor([0]), True))
+        o = o[:, 0].view(b, n_o, -1)  # each option's CLS
+        z, _ = self.option_attn(o, h, h, key_padding_mask=~seq_mask)
+        logits = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)
+        logits = logits.masked_fill(~batch["option_valid"], -1e4)
+        return {"option_logits": logits, "pointer_logits": pointer_logits, "assoc_logits": assoc_logits,
+                "distinct_count": distinct, "entity_tokens": x}
+
+    def _number(self, value: torch.Tensor) -> torch.Tensor:
+        """A soft number as the interpolated embeddings of the number words around it (word ids
+        3.. are "0".."16", inputs.entity_batch.WordVocab)."""
+        v = value.clamp(0, MAX_COUNT)
+        lo = v.floor().long().clamp_max(MAX_COUNT - 1)
+        w = (v - lo.float()).unsqueeze(-1)
+        return (1 - w) * self.word(lo + 3) + w * self.word(lo + 4)

@@ -1,0 +1,207 @@
+"""Train and score the entity reasoner on per-image entity records.
+
+    fit_entity_reasoner(cfg) -> result dict (figures on val and test under the full protocol)
+
+The entity ceiling (``scripts/probe_ceiling.py``) feeds the generator's ground-truth entity
+records of every split; the same loop trains on predicted records once perception writes them.
+
+Losses: cross-entropy over the options; binary cross-entropy of the pointer against the
+evidence spans' entities (every task has them, so the pointer is trained everywhere); binary
+cross-entropy of the association logits against "same renderer id" over every pair of real
+entities of the same kind. The best epoch is chosen on val accuracy at ``+0``, a figure that
+cannot be raised by answering without a necessary view.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from bench.format import load_benchmark
+from bench.protocol import ProtocolConfig, plan_queries
+from inputs.entity_batch import (WordVocab, build_entity_item, build_text_item, collate_entities,
+                                 load_entity_labels)
+from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
+
+SETTINGS = ["+0", "+1", "+2", "+3", "-1"]
+
+
+@dataclass
+class EntityFitConfig:
+    bench_dir: str = "data/synth-default"
+    seed: int = 0
+    epochs: int = 30
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    warmup_epochs: int = 1
+    pointer_weight: float = 1.0
+    assoc_weight: float = 1.0
+    extra_view_prob: float = 0.5     # train: a view set gets random extra views this often
+    threads: int = 2
+    model: EntityReasonerConfig = field(default_factory=EntityReasonerConfig)
+    limit: int | None = None         # tests: at most this many samples per split
+
+
+class EntitySplit:
+    """A benchmark split with its entity records, turned into items per view set."""
+
+    def __init__(self, bench_dir: Path, split: str, vocab: WordVocab | None, limit: int | None = None):
+        self.bench = load_benchmark(bench_dir / split, check_images=False)
+        self.samples = self.bench.samples[:limit] if limit else self.bench.samples
+        self.labels = load_entity_labels(bench_dir, split, allow_eval_splits=True)
+        self.vocab = vocab
+
+    def item(self, sample, view_ids) -> dict:
+        images = self.labels.get(sample.scene)
+        if images is None:
+            raise KeyError(f"sample {sample.id}: no entity labels for scene {sample.scene!r}")
+        return {**build_entity_item(sample, view_ids, images, self.vocab), **build_text_item(sample, self.vocab)}
+
+
+def _train_views(sample, rng: np.random.Generator, cfg: EntityFitConfig, protocol: ProtocolConfig) -> list[str]:
+    views = list(sample.gt_views)
+    k_max = min(protocol.max_extra.get(sample.subset or "", 0), len(sample.extra_views))
+    if k_max and rng.random() < cfg.extra_view_prob:
+        views += list(sample.extra_views[:int(rng.integers(1, k_max + 1))])
+    return [views[i] for i in rng.permutation(len(views))]
+
+
+def losses(out: dict, batch: dict, cfg: EntityFitConfig) -> dict[str, torch.Tensor]:
+    answer = F.cross_entropy(out["option_logits"], batch["answer"])
+    mask = batch["entity_mask"]
+    pointer = F.binary_cross_entropy_with_logits(out["pointer_logits"][mask], batch["pointer"][mask])
+    ids, kind = batch["entity_id"], batch["kind"]
+    pair = mask.unsqueeze(-1) & mask.unsqueeze(-2) & (kind.unsqueeze(-1) == kind.unsqueeze(-2))
+    pair &= ~torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)
+    same = (ids.unsqueeze(-1) == ids.unsqueeze(-2)).float()
+    assoc = F.binary_cross_entropy_with_logits(out["assoc_logits"][pair], same[pair]) if pair.any() else answer * 0
+    total = answer + cfg.pointer_weight * pointer + cfg.assoc_weight * assoc
+    return {"loss": total, "answer": answer, "pointer": pointer, "assoc": assoc}
+
+
+@torch.no_grad()
+def score_split(model: EntityReasoner, data: EntitySplit, settings: list[str], seed: int, batch_size: int,
+                oracle_pointer: bool = False, progress: bool = False) -> tuple[list[dict], dict]:
+    """Prediction records (the evaluator's format) of every query, and diagnostics at ``+0``:
+    pointer precision / recall at 0.5, association accuracy over pairs of sightings in different
+    images (persons): precision and recall of "same person" at logit 0."""
+    model.eval()
+    protocol = ProtocolConfig()
+    queries = [(s, q) for s in data.samples for q in plan_queries(s, settings, protocol, seed)]
+    records, diag = [], {"ptr_tp": 0.0, "ptr_fp": 0.0, "ptr_fn": 0.0, "as_tp": 0.0, "as_fp": 0.0, "as_fn": 0.0}
+    for i in tqdm(range(0, len(queries), batch_size), disable=not progress, desc="score", unit="batch"):
+        chunk = queries[i:i + batch_size]
+        batch = collate_entities([data.item(s, list(q.view_ids)) for s, q in chunk])
+        if oracle_pointer:
+            batch["pointer_override"] = batch["pointer"]
+        out = model(batch)
+        pred = out["option_logits"].argmax(-1)
+        mask = batch["entity_mask"]
+        for b, (s, q) in enumerate(chunk):
+            letter = "ABCDE"[int(pred[b])]
+            records.append({"sample_id": s.id, "setting": q.setting, "variant": q.variant, "cluster": s.cluster,
+                            "subset": s.subset or "no_subset", "task": s.task, "axis": s.axis,
+                            "granularity": s.granularity, "n_options": len(s.options), "primary": q.setting == "+0",
+                            "letter": letter, "answer": s.answer, "correct": letter == s.answer,
+                            "distractor": s.distractors.get(letter) if letter != s.answer else None,
+                            "parse_method": "scores"})
+            if q.setting != "+0":
+                continue
+            m = mask[b]
+            hit = torch.sigmoid(out["pointer_logits"][b][m]) > 0.5
+            tgt = batch["pointer"][b][m] > 0.5
+            diag["ptr_tp"] += float((hit & tgt).sum())
+            diag["ptr_fp"] += float((hit & ~tgt).sum())
+            diag["ptr_fn"] += float((~hit & tgt).sum())
+            person = (batch["kind"][b][m] == 0)
+            img = batch["view"][b][m] * 100 + batch["frame"][b][m]
+            pair = person.unsqueeze(-1) & person.unsqueeze(-2) & (img.unsqueeze(-1) != img.unsqueeze(-2))
+            ids = batch["entity_id"][b][m]
+            same = ids.unsqueeze(-1) == ids.unsqueeze(-2)
+            said = out["assoc_logits"][b][m][:, m] > 0
+            diag["as_tp"] += float((said & same & pair).sum())
+            diag["as_fp"] += float((said & ~same & pair).sum())
+            diag["as_fn"] += float((~said & same & pair).sum())
+    tp, atp = diag["ptr_tp"], diag["as_tp"]
+    figures = {"pointer_precision": 100 * tp / max(tp + diag["ptr_fp"], 1),
+               "pointer_recall": 100 * tp / max(tp + diag["ptr_fn"], 1),
+               "association_precision": 100 * atp / max(atp + diag["as_fp"], 1),
+               "association_recall": 100 * atp / max(atp + diag["as_fn"], 1)}
+    return records, figures
+
+
+def plus0_accuracy(records: list[dict]) -> float:
+    rows = [r["correct"] for r in records if r["setting"] == "+0"]
+    return 100.0 * float(np.mean(rows)) if rows else 0.0
+
+
+def fit_entity_reasoner(cfg: EntityFitConfig, out_dir: str | Path | None = None, progress: bool = True) -> dict:
+    """Train on train, choose the epoch on val ``+0``, score val and test under the protocol."""
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    rng = np.random.default_rng(cfg.seed)
+    root = Path(cfg.bench_dir)
+    train = EntitySplit(root, "train", None, cfg.limit)
+    vocab = WordVocab.build([s.question for s in train.samples] + [o for s in train.samples for o in s.options])
+    train.vocab = vocab
+    val, test = EntitySplit(root, "val", vocab, cfg.limit), EntitySplit(root, "test", vocab, cfg.limit)
+    cfg.model.vocab_size = len(vocab)
+    model = EntityReasoner(cfg.model, vocab.class_words())
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    steps_per_epoch = math.ceil(len(train.samples) / cfg.batch_size)
+    total = steps_per_epoch * cfg.epochs
+    warm = steps_per_epoch * cfg.warmup_epochs
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / max(warm, 1)) * 0.5 * (1 + math.cos(math.pi * min(s / max(total, 1), 1.0))))
+    protocol = ProtocolConfig()
+    best, best_state, history = -1.0, None, []
+    t0 = time.time()
+    for epoch in range(cfg.epochs):
+        model.train()
+        order = rng.permutation(len(train.samples))
+        sums: dict[str, float] = {}
+        bar = tqdm(range(0, len(order), cfg.batch_size), disable=not progress, desc=f"epoch {epoch}", unit="batch")
+        for i in bar:
+            items = []
+            for j in order[i:i + cfg.batch_size]:
+                s = train.samples[int(j)]
+                items.append(train.item(s, _train_views(s, rng, cfg, protocol)))
+            batch = collate_entities(items)
+            out = model(batch)
+            terms = losses(out, batch, cfg)
+            opt.zero_grad()
+            terms["loss"].backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            for k, v in terms.items():
+                sums[k] = sums.get(k, 0.0) + float(v.detach())
+            bar.set_postfix(loss=f"{sums['loss'] / (i // cfg.batch_size + 1):.3f}")
+        val_records, val_diag = score_split(model, val, ["+0"], cfg.seed, 64)
+        acc = plus0_accuracy(val_records)
+        row = {"epoch": epoch, **{k: v / steps_per_epoch for k, v in sums.items()}, "val_acc": acc, **val_diag,
+               "seconds": round(time.time() - t0, 1)}
+        history.append(row)
+        if progress:
+            print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+        if acc > best:
+            best, best_state = acc, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best_state)
+    result = {"history": history, "best_val_acc": best, "fit_seconds": round(time.time() - t0, 1),
+              "vocab_size": len(vocab)}
+    for name, data in (("val", val), ("test", test)):
+        records, diag = score_split(model, data, SETTINGS, cfg.seed, 64, progress=progress)
+        oracle, _ = score_split(model, data, ["+0"], cfg.seed, 64, oracle_pointer=True)
+        diag["answer_acc_oracle_pointer"] = plus0_accuracy(oracle)
+        result[name] = {"records": records, "diagnostics": diag}
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        torch.save({"state_dict": model.state_dict(), "vocab": vocab.itos}, Path(out_dir) / "entity_reasoner.pt")
+    return result
