@@ -108,6 +108,10 @@ def _iou(a: Sequence[float], b: Sequence[float]) -> float:
     return inter / union if union > 0 else 0.0
 
 
+def _frames_image(box: Sequence[float], hw: tuple[float, float]) -> bool:
+    return (box[2] - box[0]) * (box[3] - box[1]) >= 0.9 * hw[0] * hw[1]
+
+
 def contact_vector(contact: list) -> list[float]:
     """The multi-hot (effector x overlap/separated x object kind and colour) of a contact list."""
     out = [0.0] * CONTACT_WIDTH
@@ -129,11 +133,12 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
         ``fields`` (E, F) long class + 1 (0: not shown), ``contact`` (E, CONTACT_WIDTH), ``kind``
         (E,) 0 person / 1 object, ``box`` (E, 4) pixels, ``image_hw`` (E, 2), ``view`` / ``frame``
         (E,) long indices, ``time`` (E,) seconds, ``mark`` (E,) word id of the attached mark's
-        label (0: none), ``mark_role`` (E,), ``camera_K`` / ``camera_R`` (V, 3, 3), ``camera_t``
+        label (0: none), ``image_mark`` (E,) word id of a mark framing the entity's whole image,
+        ``mark_role`` (E,), ``camera_K`` / ``camera_R`` (V, 3, 3), ``camera_t``
         (V, 3), ``has_camera`` (V,); targets ``entity_id`` (E,) and ``pointer`` (E,) float.
     """
     rows: dict[str, list] = {k: [] for k in ("fields", "contact", "kind", "box", "image_hw", "view", "frame", "time",
-                                             "mark", "mark_role", "entity_id", "pointer")}
+                                             "mark", "image_mark", "mark_role", "entity_id", "pointer")}
     Ks, Rs, ts, has_cam = [], [], [], []
     evidence = {}
     for span in sample.evidence:
@@ -159,6 +164,9 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
             ents = images[stem]
             marks = [m for m in sample.marks if m.view_id == vid and abs(m.t - frame.t) < 1e-6]
             mark_of: dict[int, Any] = {}
+            framed = [m for m in marks if _frames_image(m.box, hw)]  # a mark that frames the whole image
+            marks = [m for m in marks if m not in framed]
+            image_mark = vocab.stoi.get(framed[0].label, UNK) if framed else 0
             for m in marks:  # a mark attaches to the entity its box overlaps most
                 best = max(range(len(ents)), key=lambda i: _iou(ents[i]["box"], m.box), default=None)
                 if best is not None and _iou(ents[best]["box"], m.box) > 0.1:
@@ -175,6 +183,7 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
                 rows["time"].append(float(frame.t))
                 m = mark_of.get(i)
                 rows["mark"].append(vocab.stoi.get(m.label, UNK) if m is not None else 0)
+                rows["image_mark"].append(image_mark)
                 rows["mark_role"].append(mark_role(m.label, sample.question, sample.options) if m is not None else 0)
                 rows["entity_id"].append(int(e["id"]))
                 hit = any(int(e["id"]) in span.entities and span.t_start - 1e-6 <= frame.t <= span.t_end + 1e-6
@@ -211,8 +220,8 @@ def collate_entities(items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
     (B, O, Lo), ``option_mask`` (B, O, Lo), ``option_valid`` (B, O), ``answer`` (B,).
     """
     batch: dict[str, torch.Tensor] = {}
-    for key in ("fields", "contact", "kind", "box", "image_hw", "view", "frame", "time", "mark", "mark_role",
-                "entity_id", "pointer"):
+    for key in ("fields", "contact", "kind", "box", "image_hw", "view", "frame", "time", "mark", "image_mark",
+                "mark_role", "entity_id", "pointer"):
         batch[key] = _pad([it[key] for it in items], -1 if key == "entity_id" else 0)
     batch["entity_mask"] = _pad([torch.ones(len(it["kind"]), dtype=torch.bool) for it in items], False)
     batch["image_hw"][~batch["entity_mask"]] = 224.0

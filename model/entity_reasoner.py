@@ -92,6 +92,7 @@ class EntityReasoner(nn.Module):
         self.no_camera = nn.Parameter(torch.zeros(d))
         self.kind = nn.Embedding(2, d)
         self.role = nn.Embedding(4, d)
+        self.framed = nn.Parameter(torch.zeros(d))  # the entity's image is framed by a mark
         self.time = nn.Embedding(MAX_FRAMES, d)
         self.entity_norm = nn.LayerNorm(d)
         self.entity_blocks = nn.ModuleList(BiasedBlock(d, cfg.heads, cfg.dropout) for _ in range(cfg.entity_layers))
@@ -151,6 +152,7 @@ class EntityReasoner(nn.Module):
             table = torch.cat([torch.zeros_like(self.field_type[:1]), self._class_table(i) + self.field_type[i]])
             x = x + table[fields[..., i]]
         x = x + self.word(batch["mark"])
+        x = x + (self.word(batch["image_mark"]) + self.framed) * (batch["image_mark"] > 0).unsqueeze(-1)
         hw = batch["image_hw"]
         box = batch["box"] / torch.cat([hw.flip(-1), hw.flip(-1)], -1)
         size = torch.stack([box[..., 2] - box[..., 0], box[..., 3] - box[..., 1]], -1)

@@ -1,0 +1,164 @@
+"""Entity records (bench/synth/entity_labels.py), their batches (inputs/entity_batch.py), the entity
+reasoner (model/entity_reasoner.py) and its fit (training/entity_fit.py)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bench.config import load_config
+from bench.format import load_benchmark
+from bench.synth.config import SynthConfig
+from bench.synth.entity_labels import FIELDS, scene_entities
+from bench.synth.generate import generate
+from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities,
+                                 load_entity_labels)
+from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
+from training.entity_fit import EntityFitConfig, fit_entity_reasoner, losses
+
+TINY = ["n_scenes=8", "render.width=64", "render.height=64", "workers=1", "tasks.per_scene=3",
+        "temporal.n_scenes=2", "temporal.per_scene=3"]
+
+
+@pytest.fixture(scope="module")
+def bench_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("entities") / "bench"
+    generate(load_config(SynthConfig, None, TINY), out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def split(bench_dir):
+    bench = load_benchmark(bench_dir / "train")
+    labels = load_entity_labels(bench_dir, "train")
+    vocab = WordVocab.build([s.question for s in bench.samples] + [o for s in bench.samples for o in s.options])
+    return bench.samples, labels, vocab
+
+
+def test_records_show_only_what_the_view_shows(bench_dir):
+    labels = load_entity_labels(bench_dir, "train")
+    n_person = n_hidden_shirt = 0
+    for images in labels.values():
+        for ents in images.values():
+            for e in ents:
+                assert e["kind"] in ("person", "object") and len(e["box"]) == 4
+                for f, n in FIELDS.items():
+                    if f in e:
+                        assert -1 <= e[f] < n, (f, e[f])
+                if e["kind"] == "person":
+                    n_person += 1
+                    n_hidden_shirt += e["shirt"] == -1
+                    assert "object_kind" not in e
+    assert n_person > 0
+
+
+def test_labels_equal_the_scene_rebuilt_from_its_config(bench_dir):
+    cfg = load_config(SynthConfig, None, TINY)
+    labels = load_entity_labels(bench_dir, "train")
+    sid = sorted(labels)[0]
+    assert scene_entities(cfg, sid) == labels[sid]
+
+
+def test_training_never_reads_val_or_test_labels(bench_dir):
+    for split in ("val", "test"):
+        with pytest.raises(PermissionError, match=split):
+            load_entity_labels(bench_dir, split)
+    assert load_entity_labels(bench_dir, "test", allow_eval_splits=True)
+
+
+def test_items_attach_marks_and_point_at_the_evidence(split):
+    samples, labels, vocab = split
+    marked = [s for s in samples if s.marks]
+    assert marked
+    for s in marked:
+        item = build_entity_item(s, list(s.gt_views), labels[s.scene], vocab)
+        for m in s.marks:
+            v = list(s.gt_views).index(m.view_id) if m.view_id in s.gt_views else None
+            if v is None:
+                continue
+            if m.entity == 0:  # a frame mark: every entity of that image carries it
+                assert (item["image_mark"][item["view"] == v] == vocab.stoi[m.label]).all()
+                continue
+            rows = (item["view"] == v) & (item["mark"] == vocab.stoi[m.label])
+            assert rows.sum() == 1, (s.id, m.label)
+            assert int(item["entity_id"][rows]) == m.entity  # the mark sits on its own person
+    for s in samples:
+        item = build_entity_item(s, list(s.gt_views), labels[s.scene], vocab)
+        ids = set(item["entity_id"][item["pointer"] > 0].tolist())
+        named = {e for span in s.evidence if span.view_id in s.gt_views for e in span.entities}
+        assert ids <= named
+        assert item["contact"].shape[1] == CONTACT_WIDTH
+
+
+def test_class_words_are_the_option_words(split):
+    _, _, vocab = split
+    words = vocab.class_words()
+    red = vocab.stoi["red"]
+    assert red in words["shirt"].flatten().tolist() and red in words["object_colour"].flatten().tolist()
+    assert [vocab.stoi[str(k)] for k in range(4)] == [3, 4, 5, 6]  # the reasoner's number words
+
+
+def _batch(split, n=6):
+    samples, labels, vocab = split
+    items = [{**build_entity_item(s, list(s.gt_views), labels[s.scene], vocab), **build_text_item(s, vocab)}
+             for s in samples[:n]]
+    return collate_entities(items), vocab
+
+
+def test_forward_shapes_and_padding(split):
+    batch, vocab = _batch(split)
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words())
+    model.eval()
+    out = model(batch)
+    b, e = batch["entity_mask"].shape
+    assert out["option_logits"].shape == batch["option_valid"].shape
+    assert (out["option_logits"][~batch["option_valid"]] == -1e4).all()
+    assert out["pointer_logits"].shape == (b, e) and out["assoc_logits"].shape == (b, e, e)
+    assert torch.isfinite(out["option_logits"][batch["option_valid"]]).all()
+    terms = losses(out, batch, EntityFitConfig())
+    assert all(torch.isfinite(v) for v in terms.values())
+
+
+def test_distinct_count_without_association_counts_sightings(split):
+    batch, vocab = _batch(split)
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2, association=False),
+                           vocab.class_words())
+    batch["pointer_override"] = ((batch["kind"] == 0) & batch["entity_mask"]).float()
+    out = model.eval()(batch)
+    sightings = batch["pointer_override"].sum(-1)
+    assert torch.allclose(out["distinct_count"], sightings, atol=1e-4)
+
+
+def test_floor_geometry_recovers_the_feet_point(split):
+    batch, vocab = _batch(split)
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words())
+    geo, known = model.floor_geometry(batch)
+    b, i = [int(x[0]) for x in torch.nonzero(known, as_tuple=True)]
+    # project the recovered floor point back into its camera: it lands on the box's bottom centre
+    v = int(batch["view"][b, i])
+    K, R, t = batch["camera_K"][b, v], batch["camera_R"][b, v], batch["camera_t"][b, v]
+    from model.camera import canonical_offset
+    offset = canonical_offset(batch["camera_R"][b:b + 1], batch["camera_t"][b:b + 1], batch["has_camera"][b:b + 1])
+    world = torch.cat([geo[b, i, :2] * model.cfg.world_scale, torch.zeros(1)]) + offset[0, 0]
+    px = K @ (R @ world + t)
+    box = batch["box"][b, i]
+    assert torch.allclose(px[:2] / px[2], torch.stack([(box[0] + box[2]) / 2, box[3]]), atol=0.5)
+
+
+def test_the_oracle_pointer_replaces_the_predicted_one(split):
+    batch, vocab = _batch(split)
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words()).eval()
+    a = model(batch)["option_logits"]
+    batch["pointer_override"] = batch["pointer"]
+    assert not torch.allclose(a, model(batch)["option_logits"])
+
+
+@pytest.mark.slow
+def test_fit_runs_and_scores_every_setting(bench_dir):
+    cfg = EntityFitConfig(bench_dir=str(bench_dir), epochs=2, batch_size=8, threads=1)
+    cfg.model.width, cfg.model.heads = 32, 2
+    result = fit_entity_reasoner(cfg, progress=False)
+    assert len(result["history"]) == 2
+    for split in ("val", "test"):
+        settings = {r["setting"] for r in result[split]["records"]}
+        assert "+0" in settings
+        assert 0 <= result[split]["diagnostics"]["answer_acc_oracle_pointer"] <= 100
