@@ -9,17 +9,21 @@ import sys
 def _generate(args: argparse.Namespace) -> int:
     from bench.config import ConfigError, load_config
     from bench.synth.config import SynthConfig
-    from bench.synth.generate import generate
+    from bench.synth.generate import SceneError, generate
     try:
         cfg = load_config(SynthConfig, args.config, args.overrides)
     except (ConfigError, ValueError) as err:
-        print(f"config error: {err}", file=sys.stderr)
+        print(f"config error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     try:
-        summary = generate(cfg, args.out, overwrite=args.overwrite, progress=not args.quiet)
-    except FileExistsError as err:
+        summary = generate(cfg, args.out, overwrite=args.overwrite, progress=not args.quiet, debug=args.debug)
+    except (FileExistsError, SceneError) as err:
         print(str(err), file=sys.stderr)
         return 1
+    for split, info in summary["splits"].items():
+        if info["scenes"] and not info["questions"]:
+            print(f"warning: split {split}: {info['scenes']} scene(s) but no verified question; it is not written",
+                  file=sys.stderr)
     brief = {k: summary[k] for k in ("n_questions", "unique_images", "by_task", "seconds", "workers")}
     brief["splits"] = {k: {"questions": v["questions"], "unique_images": v["unique_images"]}
                        for k, v in summary["splits"].items()}
@@ -40,6 +44,8 @@ def add_generate_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder; gets train/, val/, test/ and summary.json")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--debug", action="store_true",
+                   help="a failing scene raises its own exception with the traceback (with workers=1: in this process)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. seed=7 render.width=64")
     p.set_defaults(func=_generate)
     return p

@@ -9,12 +9,23 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from bench.config import ConfigError, check_ranges
+from bench.synth.primitives import COLOURS
 
 ALL_TASKS = [
     "dedup_count", "identity_match", "person_object_contact",
     "limb_contact", "limb_occlusion", "action_count",
     "attribute", "relation", "count_in_view",
 ]
+SVS_TASKS = {"attribute", "relation", "count_in_view"}  # the single-view-sufficient ones (bench/synth/tasks.py)
+# The ranges the generator is built and tested for (tests/test_generator_ranges.py builds
+# scenes at their corners); a value outside them fails at load time naming the key.
+PERSONS = "[1, 16]"           # people in a spatial scene (shirt colours may repeat)
+TEMPORAL_PERSONS = (f"[1, {len(COLOURS)}]", f"each person of a temporal scene wears a shirt colour of their own "
+                    f"and the palette has {len(COLOURS)}")
+CAMERAS = "[2, 12]"           # cameras of a scene, spatial or temporal
+RADIUS = "> 0"                # camera distance from the centre (and beyond the people: see __post_init__)
+ELEVATION = "> 0"             # camera height above the floor
+FOV = "(0, 180)"              # horizontal field of view, degrees
 TEMPORAL_TASKS = [
     "trajectory", "repetition_count", "motion_recognition",
     "limb_repetition_count", "limb_action_order", "limb_contact_over_time",
@@ -23,16 +34,16 @@ TEMPORAL_TASKS = [
 
 @dataclass
 class SceneConfig:
-    RANGES: ClassVar[dict] = {"min_persons": ">= 1", "max_persons": ">= 1", "object_weights": ">= 0",
-                              "min_cameras": ">= 1", "max_cameras": ">= 1", "scene_radius": "> 0",
+    RANGES: ClassVar[dict] = {"min_persons": PERSONS, "max_persons": PERSONS, "object_weights": ">= 0",
+                              "min_cameras": CAMERAS, "max_cameras": CAMERAS, "scene_radius": "> 0",
                               "shared_shirt_prob": "[0, 1]", "hat_prob": "[0, 1]", "min_height": "> 0",
                               "max_height": "> 0", "cluster_prob": "[0, 1]"}
 
-    min_persons: int = 2          # people per scene, inclusive range
+    min_persons: int = 2          # people per scene, inclusive range (1-16; shirts may repeat)
     max_persons: int = 8
     object_weights: list[float] = field(default_factory=lambda: [0.04, 0.06, 0.1, 0.2, 0.3, 0.3])
     # ^ probability of 0, 1, ..., 5 objects; skewed high because object tasks need several
-    min_cameras: int = 4          # calibrated cameras on the ring, inclusive range
+    min_cameras: int = 4          # calibrated cameras on the ring, inclusive range (2-12)
     max_cameras: int = 6
     scene_radius: float = 2.0     # people and objects stand inside this disc
     shared_shirt_prob: float = 0.7  # chance that a scene has (at least) two people with one shirt colour
@@ -44,14 +55,15 @@ class SceneConfig:
 
 @dataclass
 class CameraConfig:
-    RANGES: ClassVar[dict] = {"min_radius": "> 0", "max_radius": "> 0", "min_fov": "(0, 180)", "max_fov": "(0, 180)",
+    RANGES: ClassVar[dict] = {"min_radius": RADIUS, "max_radius": RADIUS, "min_elevation": ELEVATION,
+                              "max_elevation": ELEVATION, "min_fov": FOV, "max_fov": FOV,
                               "aim_jitter": ">= 0", "yaw_jitter": ">= 0"}
 
-    min_radius: float = 3.2       # camera distance from the scene centre
+    min_radius: float = 3.2       # camera distance from the scene centre (beyond the people's disc)
     max_radius: float = 4.8
     min_elevation: float = 0.8    # camera height above the floor
     max_elevation: float = 2.6
-    min_fov: float = 38.0         # horizontal field of view
+    min_fov: float = 38.0         # horizontal field of view, degrees
     max_fov: float = 52.0
     aim_jitter: float = 1.5       # look-at point offset (m); larger gives more partial views
     yaw_jitter: float = 18.0      # deviation from evenly spaced ring positions
@@ -108,7 +120,8 @@ class TaskConfig:
 @dataclass
 class TemporalConfig:
     RANGES: ClassVar[dict] = {
-        "n_scenes": ">= 0", "extra_train_scenes": ">= 0", "frame_dt": "> 0", "min_persons": ">= 1", "max_persons": ">= 1", "cameras": ">= 1",
+        "n_scenes": ">= 0", "extra_train_scenes": ">= 0", "frame_dt": "> 0",
+        "min_persons": TEMPORAL_PERSONS, "max_persons": TEMPORAL_PERSONS, "cameras": CAMERAS,
         "object_weights": ">= 0", "area_radius": "> 0", "panels": ">= 0", "cross_margin": ">= 0",
         "place_tries": ">= 1", "per_scene": ">= 1", "max_task_share": "(0, 1]",
         # a hand-action script holds two actions of 2-3 frames each and a resting frame first
@@ -120,9 +133,9 @@ class TemporalConfig:
     extra_train_scenes: int = 0   # temporal scenes added to the train split only (as the spatial key)
     frames: int = 8               # T synchronized frames per camera
     frame_dt: float = 0.5         # seconds between frames
-    min_persons: int = 8          # people per temporal scene, inclusive range (shirts are unique);
+    min_persons: int = 8          # people per temporal scene, inclusive range (1-12: shirts are unique);
     max_persons: int = 9          # ... many, so each clip holds several questions and people hide each other
-    cameras: int = 4              # synchronized cameras (CVBench uses 4)
+    cameras: int = 4              # synchronized cameras (CVBench uses 4; 2-12)
     object_weights: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.3, 0.4, 0.3])
     # ^ probability of 0..5 objects: trajectories and touches need at least three
     area_radius: float = 3.2      # people stay inside this disc (keep it below camera.min_radius)
@@ -184,7 +197,35 @@ class SynthConfig:
         for section, low, high in (("scene", "min_persons", "max_persons"), ("scene", "min_cameras", "max_cameras"),
                                    ("scene", "min_height", "max_height"), ("camera", "min_radius", "max_radius"),
                                    ("camera", "min_elevation", "max_elevation"), ("camera", "min_fov", "max_fov"),
-                                   ("temporal", "min_persons", "max_persons")):
-            lo, hi = getattr(getattr(self, section), low), getattr(getattr(self, section), high)
+                                   ("temporal", "min_persons", "max_persons"),
+                                   ("temporal.camera", "min_radius", "max_radius"),
+                                   ("temporal.camera", "min_elevation", "max_elevation"),
+                                   ("temporal.camera", "min_fov", "max_fov")):
+            node = self
+            for name in section.split("."):
+                node = getattr(node, name)
+            lo, hi = getattr(node, low), getattr(node, high)
             if lo > hi:
                 raise ConfigError(f"{section}.{low} ({lo}) must not exceed {section}.{high} ({hi})")
+        # a question shows its resolving views (MVN: at least 2, SVS: the golden one) plus the extra
+        # views: with fewer cameras than that a scene can hold no question of the kind
+        spatial = self.n_scenes + self.extra_train_scenes > 0
+        temporal = self.temporal.n_scenes + self.temporal.extra_train_scenes > 0 and bool(self.temporal.enabled)
+        kinds = {"SVS" if t in SVS_TASKS else "MVN" for t in self.tasks.enabled}
+        tk = self.tasks
+        for used, cams, what, resolving, extra in (
+                (spatial and "MVN" in kinds, "scene.max_cameras", "an MVN question", 2, "tasks.mvn_extra_views"),
+                (spatial and "SVS" in kinds, "scene.max_cameras", "an SVS question", 1, "tasks.svs_extra_views"),
+                (temporal, "temporal.cameras", "a temporal question", 2, "tasks.mvn_extra_views")):
+            n_cams = self.scene.max_cameras if cams == "scene.max_cameras" else self.temporal.cameras
+            n_extra = tk.mvn_extra_views if extra == "tasks.mvn_extra_views" else tk.svs_extra_views
+            if used and n_cams < resolving + n_extra:
+                raise ConfigError(f"{cams} ({n_cams}) is too few for {what}: {resolving} resolving view(s) plus "
+                                  f"{extra} ({n_extra}); lower {extra} or add cameras")
+        # cameras stand outside the disc the people stand in (else a camera may stand inside someone)
+        for cam, disc in (("camera", "scene.scene_radius"), ("temporal.camera", "temporal.area_radius")):
+            node = self.camera if cam == "camera" else self.temporal.camera
+            radius = self.scene.scene_radius if disc == "scene.scene_radius" else self.temporal.area_radius
+            if node.min_radius <= radius:
+                raise ConfigError(f"{cam}.min_radius ({node.min_radius}) must exceed {disc} ({radius}): "
+                                  "cameras stand outside the disc the people stand in")

@@ -1,9 +1,10 @@
 """Generate the synthetic benchmark: scenes -> renders -> observations -> verified questions.
 
-Scenes are built in parallel (one process per core), each from its own seed, so the output
-depends only on the config and its seed. Spatial scenes (``s*``) have one frame per camera;
-temporal scenes (``t*``, ``cfg.temporal``) have T synchronized frames per camera, written as
-``images/<scene>/<view>_fNN.png``. Everything is written to a temporary folder next to
+Scenes are built in parallel (one process per core; ``workers=1`` builds them in this
+process), each from its own seed, so the output depends only on the config and its seed. A
+scene that fails raises ``SceneError``: one line naming the scene, its seed and the step.
+Spatial scenes (``s*``) have one frame per camera; temporal scenes (``t*``, ``cfg.temporal``)
+have T synchronized frames per camera, written as ``images/<scene>/<view>_fNN.png``. Everything is written to a temporary folder next to
 ``out`` and renamed at the end: a crash never leaves a half-written benchmark.
 Layout: ``out/{train,val,test}/benchmark.json`` + ``images/``, and ``out/summary.json``.
 """
@@ -38,6 +39,17 @@ from bench.synth.tasks_common import TaskContext
 
 SPLITS = ("train", "val", "test")
 PNG_OPTS = {"format": "PNG", "compress_level": 6}
+SEED_TAGS = {"spatial": 2, "temporal": 4}  # a scene's seed is [cfg.seed, tag, index]
+_DEBUG = False  # generate(debug=True): a scene's own exception goes through, with its traceback
+
+
+class SceneError(RuntimeError):
+    """A scene the generator could not build; the message is one line naming the scene, its
+    seed and the step (``python -m bench generate ... workers=1 --debug`` shows the traceback)."""
+
+
+def _no_step(step: str) -> None:
+    pass
 
 
 def scene_splits(cfg, n: int | None = None, tag: int = 1, extra_train: int = 0) -> list[str]:
@@ -58,26 +70,34 @@ def scene_splits(cfg, n: int | None = None, tag: int = 1, extra_train: int = 0) 
     return out + [SPLITS[0]] * extra_train
 
 
-def build_scene(cfg, idx: int):
-    """The scene, its renders and observations for scene index ``idx`` (deterministic)."""
-    rng = np.random.default_rng([cfg.seed, 2, idx])
+def build_scene(cfg, idx: int, step=_no_step):
+    """The scene, its renders and observations for scene index ``idx`` (deterministic).
+
+    ``step(name)`` is told each step as it starts (for the error that names it)."""
+    step("sampling the scene")
+    rng = np.random.default_rng([cfg.seed, SEED_TAGS["spatial"], idx])
     scene = sample_scene(rng, cfg, f"s{idx:06d}")
+    step("rendering")
     entities = scene.entities()
     renders = {c.view_id: render(entities, c, cfg.render, scene.shadows()) for c in scene.cameras}
+    step("observing the views")
     obs = {v: observe_view(r, scene, cfg.observe) for v, r in renders.items()}
     return scene, renders, obs, rng
 
 
-def build_temporal_scene(cfg, idx: int):
+def build_temporal_scene(cfg, idx: int, step=_no_step):
     """A temporal scene, its renders and observations per view and frame (deterministic)."""
-    rng = np.random.default_rng([cfg.seed, 4, idx])
+    step("sampling the scene")
+    rng = np.random.default_rng([cfg.seed, SEED_TAGS["temporal"], idx])
     scene = sample_temporal_scene(rng, cfg, f"t{idx:06d}")
+    step("rendering")
     renders = {c.view_id: [] for c in scene.cameras}
     rays = {c.view_id: camera_rays(c) for c in scene.cameras}  # the same for every frame
     for t in scene.times:
         entities, shadows = scene.entities(t), scene.shadows(t)
         for c in scene.cameras:
             renders[c.view_id].append(render(entities, c, cfg.render, shadows, rays[c.view_id]))
+    step("observing the views")
     obs = {v: [observe_view(r, scene, cfg.observe) for r in rs] for v, rs in renders.items()}
     return scene, renders, obs, rng
 
@@ -88,10 +108,12 @@ def _view_stats(obs: dict) -> list[int]:
             sum(r["visible"] and r["frac"] < 0.9 for r in obs["persons"].values())]
 
 
-def _temporal_job(cfg, idx: int, split: str, root: str) -> dict:
-    scene, renders, obs, rng = build_temporal_scene(cfg, idx)
+def _temporal_job(cfg, idx: int, split: str, root: str, step=_no_step) -> dict:
+    scene, renders, obs, rng = build_temporal_scene(cfg, idx, step)
+    step("making and verifying questions")
     ctx = TaskContext(scene, obs, {c.view_id: c for c in scene.cameras}, rng, cfg, cfg.options.mode == "cvbench")
     records = scene_questions(ctx, [TASKS[t] for t in cfg.temporal.enabled], cfg.temporal.per_scene)
+    step("writing the images")
     img_dir = Path(root) / split / "images" / scene.sid
     img_dir.mkdir(parents=True, exist_ok=True)
     for v, outs in renders.items():
@@ -110,13 +132,28 @@ def _temporal_job(cfg, idx: int, split: str, root: str) -> dict:
 
 
 def _scene_job(args) -> dict:
+    """One scene's job; any failure becomes a one-line ``SceneError`` naming the scene, its seed
+    and the step (a worker's traceback would reach the user as a pool traceback)."""
     cfg, idx, split, root, axis = args
-    torch.set_num_threads(1)  # one process per core; intra-op threads would only contend
+    at = ["starting"]
+    try:
+        return _scene_steps(cfg, idx, split, root, axis, lambda name: at.__setitem__(0, name))
+    except Exception as err:  # noqa: BLE001 - reported as one line, with what to rerun
+        if _DEBUG:
+            raise
+        sid = f"{'t' if axis == 'temporal' else 's'}{idx:06d}"
+        raise SceneError(f"{axis} scene {sid} (seed [{cfg.seed}, {SEED_TAGS[axis]}, {idx}]) failed while {at[0]}: "
+                         f"{type(err).__name__}: {' '.join(str(err).split())}") from None
+
+
+def _scene_steps(cfg, idx: int, split: str, root: str, axis: str, step) -> dict:
     if axis == "temporal":
-        return _temporal_job(cfg, idx, split, root)
-    scene, renders, obs, rng = build_scene(cfg, idx)
+        return _temporal_job(cfg, idx, split, root, step)
+    scene, renders, obs, rng = build_scene(cfg, idx, step)
+    step("making and verifying questions")
     ctx = TaskContext(scene, obs, {c.view_id: c for c in scene.cameras}, rng, cfg, cfg.options.mode == "cvbench")
     records = scene_questions(ctx, [TASKS[t] for t in cfg.tasks.enabled], cfg.tasks.per_scene)
+    step("writing the images")
     img_dir = Path(root) / split / "images" / scene.sid
     img_dir.mkdir(parents=True, exist_ok=True)
     for v, out in renders.items():
@@ -134,10 +171,36 @@ def _scene_job(args) -> dict:
 def _marks_job(args) -> int:
     root, split, sid, mark_sets = args
     img_dir = Path(root) / split / "images" / sid
-    for view_id, key, marks in mark_sets:
-        base = Image.open(img_dir / f"{view_id}.png")
-        draw_marks(base, marks).save(img_dir / f"{view_id}_m{key}.png", **PNG_OPTS)
+    try:
+        for view_id, key, marks in mark_sets:
+            base = Image.open(img_dir / f"{view_id}.png")
+            draw_marks(base, marks).save(img_dir / f"{view_id}_m{key}.png", **PNG_OPTS)
+    except Exception as err:  # noqa: BLE001
+        if _DEBUG:
+            raise
+        raise SceneError(f"scene {sid} ({split}) failed while drawing marks: {type(err).__name__}: "
+                         f"{' '.join(str(err).split())}") from None
     return len(mark_sets)
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)  # one process per core; intra-op threads would only contend
+
+
+class _InProcess:
+    """The pool's ``imap`` run in this process, one thread (``workers=1``): no fork, and a
+    failure's traceback (with ``debug``) is this process's own."""
+
+    def __enter__(self):
+        self.threads = torch.get_num_threads()
+        _one_thread()  # as a worker: the same bytes whatever the caller's thread count
+        return self
+
+    def __exit__(self, *exc) -> None:
+        torch.set_num_threads(self.threads)
+
+    def imap(self, fn, items, chunksize: int = 1):
+        return map(fn, items)
 
 
 def _sample(rec: dict, qid: str, cams: list[dict], times: list[float]) -> tuple[dict, list[tuple[str, str, list[dict]]]]:
@@ -166,8 +229,15 @@ def _sample(rec: dict, qid: str, cams: list[dict], times: list[float]) -> tuple[
     return sample, needed
 
 
-def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = True) -> dict:
-    """Write the benchmark splits under ``out``; returns the summary (also out/summary.json)."""
+def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = True, debug: bool = False) -> dict:
+    """Write the benchmark splits under ``out``; returns the summary (also out/summary.json).
+
+    Raises:
+        SceneError: a scene failed (one line naming it, its seed and the step); with ``debug``
+            the scene's own exception instead (``workers=1`` keeps its traceback in-process).
+    """
+    global _DEBUG
+    _DEBUG = debug  # forked workers inherit it
     out = Path(out)
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists (pass --overwrite to replace it)")
@@ -184,7 +254,7 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
     workers = cfg.workers or os.cpu_count() or 1
     ctx = mp.get_context("fork")
     try:
-        with ctx.Pool(workers) as pool:
+        with (ctx.Pool(workers, initializer=_one_thread) if workers > 1 else _InProcess()) as pool:
             results = list(tqdm(pool.imap(_scene_job, jobs, chunksize=1), total=len(jobs), disable=not progress,
                                 desc="scenes", unit="scene"))
             summary = {"name": cfg.name, "seed": cfg.seed, "splits": {}}
@@ -220,7 +290,8 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
                         per_scene.setdefault(rec["scene"], {})[item[1] + item[0]] = item
                 mark_jobs += [(str(tmp), split, sid, [items[k] for k in sorted(items)]) for sid, items in sorted(per_scene.items())]
                 images = sorted({f["image"] for s in samples for v in s["views"] for f in v["frames"]})
-                _write_split(tmp / split, cfg, split, samples)
+                if samples:  # a split without questions (a split fraction of 0, say) gets no folder
+                    _write_split(tmp / split, cfg, split, samples)
                 _write_labels(tmp / "labels", split, res, {s["scene"] for s in samples})
                 summary["splits"][split] = {
                     "scenes": len(res), "questions": len(samples), "unique_images": len(images),
@@ -239,6 +310,8 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
             for path in sorted((tmp / split / "images").rglob("*.png")):
                 if str(path.relative_to(tmp / split)) not in referenced:
                     path.unlink()
+            if not info["questions"]:
+                shutil.rmtree(tmp / split, ignore_errors=True)
         summary["n_questions"] = sum(s["questions"] for s in summary["splits"].values())
         summary["unique_images"] = sum(s["unique_images"] for s in summary["splits"].values())
         summary["by_task"] = dict(sorted(sum((Counter(s["by_task"]) for s in summary["splits"].values()), Counter()).items()))

@@ -61,13 +61,14 @@ def observe_view(out: RenderOutput, scene, cfg) -> dict:
     ent_px, part_px, gap = _thresholds(width, height, cfg)
     inst, part = out.instance, out.part
     masks, persons, objects = {}, {}, {}
+    object_ids = {o.oid for o in scene.objects}  # ids tell people from objects only through the scene
     for ent_id in [p.pid for p in scene.persons] + [o.oid for o in scene.objects]:
         mask = inst == ent_id
         px, amodal = int(mask.sum()), out.amodal_px.get(ent_id, 0)
         masks[ent_id] = mask
         rec = {"px": px, "frac": round(px / amodal, 4) if amodal else 0.0, "box": _box(mask) if px else None,
                "visible": px >= ent_px}
-        (objects if ent_id >= 11 else persons)[ent_id] = rec
+        (objects if ent_id in object_ids else persons)[ent_id] = rec
     part_masks = {}
     for person in scene.persons:
         rec = persons[person.pid]

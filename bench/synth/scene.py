@@ -1,6 +1,9 @@
 """Random scenes: a checkerboard floor, objects, articulated people in poses, ring cameras.
 
-Entity ids: people 1..P, objects 11..15 (0 is the floor in id maps). People who touch an
+Entity ids: people 1..P; objects from 11 in scenes of up to 10 people (every scene of the
+default benchmark), from 101 in larger ones (``object_id0``); 0 is the floor in id maps. Code
+tells people from objects by ``scene.persons`` / ``scene.objects``, never by the id's size.
+People who touch an
 object put a hand on its surface (true contact); "near" people stop 5-25 cm short of it.
 """
 from __future__ import annotations
@@ -21,7 +24,8 @@ TROUSERS = list(COLOURS)
 HATS = ["red", "yellow", "black", "white", "blue"]
 OBJECT_KINDS = ["box", "ball", "pole", "chair"]
 OBJECT_COLOURS = list(COLOURS)
-OBJECT_ID0 = 11
+OBJECT_ID0 = 11          # the first object id in a scene of up to 10 people ...
+CROWD_OBJECT_ID0 = 101   # ... and in a larger one (up to 16 people: ids 1..16 stay theirs)
 FREE_ARMS = ["down", "down", "side", "hip"]
 
 
@@ -128,6 +132,18 @@ class Scene:
         return c["object"] if c and c["kind"] in ("touch", "sit") else None
 
 
+def object_id0(n_persons: int) -> int:
+    """The first object id of a scene with at most ``n_persons`` people (ids 1..n_persons)."""
+    return OBJECT_ID0 if n_persons < OBJECT_ID0 else CROWD_OBJECT_ID0
+
+
+def number_objects(objects: list, n_persons: int) -> None:
+    """Give ``objects`` (in order) the ids of a scene with at most ``n_persons`` people; the
+    default scenes (up to 10 people) keep the ids 11, 12, ... they were sampled with."""
+    for k, obj in enumerate(objects):
+        obj.oid = object_id0(n_persons) + k
+
+
 def _free_spot(rng, radius, taken, objects, min_gap=0.62, near=None) -> tuple[float, float] | None:
     for _ in range(60):
         if near is not None and rng.random() < 0.8:
@@ -225,6 +241,7 @@ def sample_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
     sc = cfg.scene
     objects = _sample_objects(rng, cfg)
     n_persons = int(rng.integers(sc.min_persons, sc.max_persons + 1))
+    number_objects(objects, n_persons)
     shirts = list(rng.permutation(SHIRTS))[:n_persons]
     while len(shirts) < n_persons:
         shirts.append(SHIRTS[rng.integers(len(SHIRTS))])

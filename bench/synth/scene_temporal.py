@@ -18,7 +18,7 @@ from bench.synth import motion
 from bench.synth.body import SKINS, Person
 from bench.synth.camera import Camera, make_camera
 from bench.synth.scene import (HATS, OBJECT_COLOURS, OBJECT_ID0, SHIRTS, TROUSERS, Scene, SceneObject, _reach_person,
-                               _sample_objects)
+                               _sample_objects, number_objects)
 
 ROLES = ["walker", "tour", "toucher", "performer", "signaller", "tour", "performer", "toucher"]
 PLACE_ORDER = ["tour", "walker", "toucher", "performer", "signaller"]
@@ -157,6 +157,7 @@ def sample_temporal_scene(rng: np.random.Generator, cfg, sid: str) -> Scene:
     props = [o for o in objects]  # what people walk to and touch; panels only hide them
     objects = objects + _panels(rng, objects, tc.panels, sc.scene_radius)
     n_persons = int(rng.integers(tc.min_persons, tc.max_persons + 1))
+    number_objects(objects, n_persons)
     roles = [ROLES[i] for i in rng.permutation(len(ROLES))]
     roles += [ROLES[int(rng.integers(len(ROLES)))] for _ in range(max(0, n_persons - len(roles)))]
     # tours first (only they give trajectories, and they need two objects on opposite sides),

@@ -20,7 +20,7 @@ from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, FRAC_BINS, HAT_NAME
                                   person_facts)
 
 GRID = 10  # the shipped tower's patch grid (16-px patches at 160 px)
-MAX_COUNT = 8  # the generator puts at most 8 people in a scene
+MAX_COUNT = 8  # count classes 0..8: views that show more people (crowd configs) share the top class
 # (name, width) of each one-hot block of a cell's feature vector, in order
 LAYOUT: list[tuple[str, int]] = [
     ("person", 1), ("shirt", len(COLOUR_NAMES)), ("trousers", len(COLOUR_NAMES)), ("hat", len(HAT_NAMES)),

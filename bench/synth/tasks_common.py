@@ -59,6 +59,15 @@ class Candidate:
     spans: dict[str, tuple] | None = None  # temporal: view_id -> (t_start, t_end, entities) of its evidence
 
 
+MAX_COUNT = 12  # count answers run 0..12, or up to the config's largest scene when that is larger
+
+
+def count_domain(cfg) -> list[str]:
+    """The values a person count may take in scenes of ``cfg`` (a ``SynthConfig``): "0".."12", or
+    up to ``scene.max_persons`` for crowds (the default benchmark's domain stays 0..12)."""
+    return [str(k) for k in range(max(MAX_COUNT, cfg.scene.max_persons) + 1)]
+
+
 def seen_persons(obs: dict) -> list[int]:
     return [pid for pid, rec in obs["persons"].items() if rec["seen"]]
 

@@ -11,8 +11,8 @@ import math
 from bench.synth.body import ARM_STATES
 from bench.synth.observe import EFFECTORS
 from bench.synth.options import categorical_options, numeric_options
-from bench.synth.tasks_common import (Candidate, TaskContext, compatible, contact_values, direction_to_camera,
-                                      identifiable, identifying_views, seen_persons)
+from bench.synth.tasks_common import (MAX_COUNT, Candidate, TaskContext, compatible, contact_values, count_domain,
+                                      direction_to_camera, identifiable, identifying_views, seen_persons)
 
 QUESTIONS = {
     "dedup_count": "How many different people are in the scene?",
@@ -29,8 +29,7 @@ ARM_TEXT = {"raised": "raising it above the head", "down": "letting it hang down
 EFFECTOR_TEXT = {"hand_l": "left hand", "hand_r": "right hand", "foot_l": "left foot", "foot_r": "right foot",
                  "head": "head"}
 SIDE_TEXT = {"l": "left", "r": "right"}
-MAX_COUNT = 12
-COUNTS = [str(k) for k in range(MAX_COUNT + 1)]
+COUNTS = [str(k) for k in range(MAX_COUNT + 1)]  # the count domain of scenes of up to 12 people
 
 
 # --- counting -----------------------------------------------------------------------------
@@ -40,7 +39,7 @@ def consistent_dedup(table: dict, facts: dict, views: list[str]) -> set[str]:
     seen = set().union(*(table[v]["seen"] for v in views)) if views else set()
     if len(seen) == facts["n_persons"]:
         return {str(facts["n_persons"])}
-    return {str(k) for k in range(len(seen), MAX_COUNT + 1)}
+    return {str(k) for k in range(len(seen), int(facts["domain"][-1]) + 1)}
 
 
 def propose_dedup(ctx: TaskContext):
@@ -55,7 +54,7 @@ def propose_dedup(ctx: TaskContext):
         lo = hi - 3 - int(ctx.nota_mode)  # the support where verified head counts are common
         return numeric_options(n, [(svc, "single_view_count"), (naive, "naive_sum")], lo, hi, ctx.rng, nota)
 
-    yield Candidate("dedup_count", QUESTIONS["dedup_count"], str(n), nota, {"n_persons": n, "domain": COUNTS}, table, make_options,
+    yield Candidate("dedup_count", QUESTIONS["dedup_count"], str(n), nota, {"n_persons": n, "domain": count_domain(ctx.cfg)}, table, make_options,
                     evidence={v: [int(p) for p in table[v]["seen"]] for v in ctx.views})
 
 
@@ -91,7 +90,7 @@ def propose_action(ctx: TaskContext):
         return numeric_options(truth, typed, 0, 3 + int(ctx.nota_mode), ctx.rng, nota)
 
     yield Candidate("action_count", QUESTIONS["action_count"], str(truth), nota,
-                    {"persons": [str(p.pid) for p in persons], "domain": COUNTS}, table, make_options,
+                    {"persons": [str(p.pid) for p in persons], "domain": count_domain(ctx.cfg)}, table, make_options,
                     evidence={v: [int(p) for p, a in table[v]["arms"].items() if 1 in a] for v in ctx.views})
 
 

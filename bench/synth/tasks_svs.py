@@ -9,7 +9,7 @@ import math
 
 from bench.synth.options import categorical_options, numeric_options
 from bench.synth.primitives import COLOURS
-from bench.synth.tasks_common import Candidate, TaskContext, seen_persons
+from bench.synth.tasks_common import Candidate, TaskContext, count_domain, seen_persons
 
 QUESTIONS = {
     "attribute": "What colour is the shirt of the person touching the {obj}?",
@@ -17,7 +17,6 @@ QUESTIONS = {
     "count_in_view": "How many people can be seen in the image with the frame labelled 1?",
 }
 FRAME_ENTITY = 0  # a mark on entity 0 frames the whole image
-MAX_COUNT = 12
 
 
 def _intersect(single, table, facts, views) -> set[str]:
@@ -159,5 +158,5 @@ def propose_count_in_view(ctx: TaskContext):
         if opts is None:
             continue
         yield Candidate("count_in_view", QUESTIONS["count_in_view"], str(counts[g]), nota,
-                        {"domain": [str(k) for k in range(MAX_COUNT + 1)]}, table, lambda gt, o=opts: o,
+                        {"domain": count_domain(ctx.cfg)}, table, lambda gt, o=opts: o,
                         marks=[(g, FRAME_ENTITY, "1")], golden=g, evidence={g: seen_persons(ctx.obs[g])})
