@@ -1,4 +1,4 @@
-"""Command line: ``python -m eval run|finish|compare|report|models|browse|import``. See eval/README.md."""
+"""Command line: ``python -m eval run|finish|compare|report|models|browse|import|ood``. See eval/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -68,8 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the registered model adapters", parents=[common])
     from eval.browse.cli import add_browse_parser
     from eval.import_cli import add_import_parser
+    from eval.ood import add_ood_parser
     add_browse_parser(sub, parents=[common])
     add_import_parser(sub, parents=[common])
+    add_ood_parser(sub, parents=[common])
     return parser
 
 
