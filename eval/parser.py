@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from bench.constants import LETTERS
 from eval.parser_options import Mention, OptionIndex
+from eval.parser_stance import read_sentence, read_stance
 from eval.parser_statements import find_statements, joined_as_list, list_letter
 from eval.parser_text import BOILERPLATE, CONCLUSION, EQUAL, HEDGE, OVERRIDE, clean, sentences, words
 
@@ -80,6 +81,15 @@ def _leading(text: str, index: OptionIndex) -> str | None:
     return letter
 
 
+def _equals_options(text: str, m: re.Match, index: OptionIndex) -> bool:
+    """"both ..." gives options as equals only when its sentence names two ("Both A and C fit"),
+    not in "Both show a red barn" (the chosen image and the reference)."""
+    if not m.group(0).lower().startswith("both"):
+        return True
+    s, e = next(((s, e) for s, e in sentences(text) if s <= m.start() < e), (0, len(text)))
+    return len(_letters(index.mentions(text, s, e))) > 1 or bool(re.search(r"\b(?:and|or)\b", text[s:m.start()]))
+
+
 def _after_doubt(text: str, index: OptionIndex) -> int | None:
     """Where the readable part starts: 0, or after the turn that follows the last doubt, or None.
 
@@ -88,7 +98,8 @@ def _after_doubt(text: str, index: OptionIndex) -> int | None:
     """
     nota = [m for m in index.mentions(text) if m.kind == "text" and "none" in text[m.start:m.end].lower()]
     doubts = [(m.end(), turns) for pat, turns in ((HEDGE, (OVERRIDE,)), (EQUAL, (OVERRIDE, CONCLUSION)))
-              for m in pat.finditer(text) if not any(n.start <= m.start() < n.end for n in nota)]
+              for m in pat.finditer(text) if not any(n.start <= m.start() < n.end for n in nota)
+              and (pat is HEDGE or _equals_options(text, m, index))]
     if not doubts:
         return 0
     last, turns = max(doubts, key=lambda d: d[0])
@@ -209,10 +220,13 @@ def parse_answer(text: str | None, options: list[str]) -> ParseResult:
     if after is None:
         return FAILED
     start += after
-    letter = _closing(text, start, index)
-    if letter:
-        return ParseResult(letter, "closing", False)
-    return _anywhere(text, start, index)
+    stance = read_stance(text, start, index)
+    if stance is not None:
+        return FAILED if stance.letter is None else ParseResult(stance.letter, stance.method, False)
+    lone = _anywhere(text, start, index)
+    if lone.failed and (letter := read_sentence(text, start, index)):
+        return ParseResult(letter, "claim", False)
+    return lone
 
 
 def parse_scores(scores: list[float] | None, options: list[str]) -> ParseResult:

@@ -26,8 +26,11 @@ THING = ("|".join(f"{w}s?" for w in _THING_STEMS) + r"|box(?:es)?|labell?ed|mark
 _PLURAL_THING = "|".join(f"{w}s" for w in _THING_STEMS) + "|boxes"
 _THING_BEFORE = re.compile(
     rf"(?i:\b(?:{THING}))[ \t]*[\(\[]?[ \t]*\Z"
-    rf"|(?i:\b(?:{_PLURAL_THING}))[ \t]+"
+    rf"|(?i:\b(?:{_PLURAL_THING}|labell?ed|marked|named|called))[ \t]+"
     r"(?:[A-Z][\)\]]?[ \t]*(?:,|and|or|&|/)[ \t]*(?:and[ \t]+|or[ \t]+)?[\(\[]?[ \t]*)+\Z")
+_IMAGE_NOUNS = r"images?|pictures?|photos?|photographs?|img"
+_ORDINALS = "first second third fourth fifth sixth seventh eighth".split()
+_IMAGE_BEFORE = re.compile(r"(?i:\b(?:image|picture|photo|photograph|img))[ \t]*[\(\[]?[ \t]*\Z")
 _OPTION_NOUN = r"options?|choices?|answers?|letters?|opci[oó]n|opzione|opção|вариант|选项|選項"
 # Numbers after these are labels too; "mark 2" stays a number because marks can be options.
 _NUMBER_LABEL_BEFORE = re.compile(r"(?i:\b(?:views?|images?|cameras?|frames?|pictures?|photos?|steps?|figures?|marked"
@@ -39,7 +42,7 @@ _BULLET_NUMBER = re.compile(r"(?m)^[ \t]*\d+[.)][ \t]+(?=\S)")
 
 _NEGATED_BEFORE = re.compile(
     r"(?i:(?:\bnot|n't|\bnever|\brather\s+than|\binstead\s+of|\bexcept(?:\s+for)?|\bexcluding|\bunlike"
-    r"|\bother\s+than|\bthan|\bnor|\bneither|\brule\s+out|\bruled\s+out|\bruling\s+out|\beliminat\w*|\bexclude[sd]?"
+    r"|\bother\s+than|\bthan|\bcompar(?:ing|ed\s+(?:to|with))|\bnor|\bneither|\brule\s+out|\bruled\s+out|\bruling\s+out|\beliminat\w*|\bexclude[sd]?"
     r"|\bagainst|\bno|\bwithout))"
     r"\s+(?:(?:the|option|choice|point|letter|answer|picture|image|is|be)\s+)*[\(\[\"']?\Z")
 _NEGATED_AFTER = re.compile(
@@ -60,6 +63,8 @@ _LABEL_PATTERNS = (
     re.compile(rf"(?i:(?<![A-Za-z])(?:{_OPTION_NOUN}))\s*[\(\[]?([A-Za-z])(?![A-Za-z0-9])"),  # option B, 选项B
     re.compile(r"(?m)^[ \t]*(?:[-•][ \t]*)?([A-Z])(?:[.):]|[ \t]+-)(?=\s|$)"),  # B. / B) / B: / B - opening a line
 )
+_SUBJECT_AFTER = re.compile(r"[\s,)\]\"']+(?:" + "|".join(sorted(_AFTER_LETTER_WORDS - {"and", "or", "nor"}))
+                            + r")\b(?=[ \t]+\w)")
 _BARE = re.compile(r"(?<![A-Za-z0-9'\-&])([A-Z])(?![A-Za-z0-9'\-&])")
 
 
@@ -80,6 +85,12 @@ def _word_pattern(word: str) -> str:
     return re.escape(word)
 
 
+def _letter_subject(option: str) -> bool:
+    """The option opens with a letter as its subject ("A is closer"), not with the article "A"."""
+    m = re.match(r"\s*([A-Z])\s+([a-z]+)", option)
+    return bool(m) and m.group(2) in _AFTER_LETTER_WORDS
+
+
 def _option_pattern(option: str) -> re.Pattern | None:
     """A pattern for an option's text in an answer: case, punctuation and number words aside."""
     tokens = re.findall(r"[^\W_]+|[^\w\s]", option.lower())
@@ -92,7 +103,10 @@ def _option_pattern(option: str) -> re.Pattern | None:
     if len(tokens) == 1 and re.fullmatch(r"[a-z]", tokens[0]):
         # An option that is a letter is named by "point A" / "mark A"; a bare "A" is the letter A.
         return re.compile(rf"(?i:\b(?:{THING}))\s*[\(\[]?{tokens[0].upper()}(?![A-Za-z0-9])")
-    if tokens[0] in ("the", "a", "an") and len(tokens) > 1:
+    if tokens in (["yes"], ["no"]):
+        # An answer word, not a determiner: "No, the cup is ..." / "the answer is no." (not "no car").
+        return re.compile(rf"(?i)(?<![A-Za-z0-9]){tokens[0]}(?![A-Za-z0-9])(?![ \t]+[a-z])")
+    if tokens[0] in ("the", "a", "an") and len(tokens) > 1 and not _letter_subject(option):
         head, tokens = r"(?:(?:the|a|an)\s+)?", tokens[1:]
     else:
         head = r"(?:(?:mark|marker|label|number|symbol)\s+)?" if len(tokens) == 1 else ""
@@ -100,6 +114,31 @@ def _option_pattern(option: str) -> re.Pattern | None:
     before = _ASCII_BEFORE if re.match(r"[a-z0-9À-ÿ]", tokens[0]) or head else ""
     after = _ASCII_AFTER if re.search(r"[a-z0-9À-ÿ]$", tokens[-1]) else ""
     return re.compile(before + head + body + after, re.IGNORECASE)
+
+
+def _subject_patterns(options: list[str]) -> list[tuple[int, re.Pattern]]:
+    """Options that differ only in their subject letter ("A is closer" / "B is closer") are also named
+    by that letter as the subject of their shared predicate: "point A appears to be closer", "A, which
+    is on the car, is closer". Not across another option's letter, a "than" or a negation."""
+    shapes = []
+    for i, option in enumerate(options):
+        m = re.fullmatch(r"\s*([A-Z])\s+([a-z]+)\s+(.+?)\s*\.?", option)
+        shapes.append((m.group(1), m.group(3).lower()) if m and m.group(2) in _AFTER_LETTER_WORDS else None)
+    out = []
+    for i, shape in enumerate(shapes):
+        if shape is None:
+            continue
+        rivals = [x[0] for j, x in enumerate(shapes) if j != i and x is not None and x[1] == shape[1] and x[0] != shape[0]]
+        if not rivals:
+            continue
+        stop = "|".join(rivals)
+        gap = (rf"(?:(?!(?-i:\b(?:{stop})\b)|\b(?:than|not|never|no|nor|neither|unlike|compared)\b|n't)"
+               r"[^.!?\n;]){0,60}?")
+        body = r"[\W_]+".join(_word_pattern(t) for t in re.findall(r"[^\W_]+", shape[1]))
+        pattern = (rf"(?<![A-Za-z0-9'])(?-i:{shape[0]})(?=[\s,)\]\"']+(?:{'|'.join(sorted(_AFTER_LETTER_WORDS))})\b"
+                   rf"|[,)\]\"'])" + gap + rf"\b{body}{_ASCII_AFTER}")
+        out.append((i, re.compile(pattern, re.IGNORECASE)))
+    return out
 
 
 def _norm(text: str) -> str:
@@ -120,6 +159,14 @@ class OptionIndex:
         # Longest first: "left hand" claims its span before "left".
         order = sorted(range(len(options)), key=lambda i: -len(self.norms[i]))
         self.patterns = [(self.letters[i], p) for i in order if (p := _option_pattern(options[i])) is not None]
+        subjects = _subject_patterns(options)
+        self.patterns += [(self.letters[i], p) for i, p in subjects]
+        # With options "A is closer" / "B is closer", a bare "B" names point B, not an option.
+        self.bare_letters = not subjects
+        # Options "the first image", "the second image", ... in order: "image (B)" names option B either way.
+        self.images_in_order = len(options) > 1 and all(
+            re.fullmatch(rf"(?:the\s+)?{_ORDINALS[i]}\s+(?:{_IMAGE_NOUNS})", o.strip(), re.IGNORECASE)
+            for i, o in enumerate(options))
         self._memo: dict[tuple[str, int, int], list[Mention]] = {}
 
     def whole(self, text: str) -> str | None:
@@ -156,16 +203,25 @@ class OptionIndex:
         for pattern in _LABEL_PATTERNS:
             for m in pattern.finditer(seg, start):
                 letter = m.group(1).upper()
-                if letter in self.letters and not taken[m.start(1)] and not _thing_label(seg, m.start()):
+                if letter in self.letters and not taken[m.start(1)] and not self._thing_label(seg, m.start()):
                     taken[m.start(1)] = 1
                     found.append(Mention(letter, "label", m.start(), m.end()))
         for m in _BARE.finditer(seg, start):
             letter = m.group(1)
+            if not self.bare_letters and _SUBJECT_AFTER.match(seg, m.end()):
+                continue  # with options "A is closer" / "B is closer", "B is further back" names point B
             if (letter in self.letters and not taken[m.start()]
-                    and not is_article(seg, m.start(), m.end()) and not _thing_label(seg, m.start())):
+                    and not is_article(seg, m.start(), m.end()) and not self._thing_label(seg, m.start())):
                 found.append(Mention(letter, "bare", m.start(), m.end()))
         found = _pair_labels_with_texts(sorted(found, key=lambda x: x.start), seg)
         return [x for x in found if not negated(seg, x)]
+
+
+    def _thing_label(self, text: str, pos: int) -> bool:
+        """The letter at ``pos`` labels a thing, not an option (images are options when in order)."""
+        if not _thing_label(text, pos):
+            return False
+        return not (self.images_in_order and _IMAGE_BEFORE.search(text, max(0, pos - 80), pos))
 
 
 def _thing_label(text: str, pos: int) -> bool:
@@ -215,7 +271,7 @@ def _pair_labels_with_texts(found: list[Mention], text: str) -> list[Mention]:
     for m in found:
         prev = out[-1] if out else None
         if prev is not None and re.fullmatch(r"[\s.:)\-]*", text[prev.end:m.start]):
-            if prev.kind == "label" and m.kind == "text":
+            if prev.kind == "label" and m.kind == "text" and m.letter == prev.letter:
                 out[-1] = Mention(prev.letter, "label", prev.start, m.end)
                 continue
             if prev.kind == "text" and m.kind == "label" and m.letter == prev.letter and text[m.start] in "([":

@@ -11,6 +11,8 @@ from functools import lru_cache
 # Full-width ASCII (common in CJK answers: "（B）", "Ｂ", "：") as ASCII; curly quotes as straight.
 _WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20, 0x2018: 0x27, 0x2019: 0x27,
                                                             0x201C: 0x22, 0x201D: 0x22, 0x3001: 0x2C}
+# A tokenizer's special tokens left in a decoded answer ("<s> A", "no</s>").
+_SPECIAL_TOKENS = re.compile(r"</?s>|<\|[a-z_]{2,20}\|>|</?eos>|\[/?INST\]", re.IGNORECASE)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\{\s*(?:\\text\{)?([^{}]*?)\}?\s*\}")
 # "N/A" reads as a letter A otherwise; it means the model gives no option.
@@ -28,7 +30,7 @@ def clean(text: str) -> str:
     Returns:
         the text the rules read (same language, same line structure).
     """
-    text = text.translate(_WIDTH)
+    text = _SPECIAL_TOKENS.sub(" ", text.translate(_WIDTH))
     after_think = _THINK.sub("", text).strip()
     text = after_think or re.sub(r"</?think>", " ", text, flags=re.IGNORECASE)
     text = _BOXED.sub(lambda m: f" answer: {m.group(1)} ", text)
@@ -78,8 +80,10 @@ HEDGE = _cue(
     r"\bunable\s+to",
     r"\bnot\s+(?:entirely\s+|completely\s+|totally\s+|quite\s+|100%\s+)?(?:sure|certain|clear|determinable)",
     r"\bunclear", r"\buncertain", r"\bunsure",
-    r"\b(?:hard|difficult|tough)\s+to\s+"
-    r"(?:tell|say|determine|know|judge|decide|be\s+sure|pick|choose|answer|distinguish|identify|conclude)",
+    r"\b(?:hard|difficult|tough|challenging)\s+to\s+(?:\w+ly\s+)?"
+    r"(?:tell|say|determine|know|judge|decide|be\s+sure|pick|choose|answer|distinguish|identify|conclude"
+    r"|provide\s+a\s+definitive|give\s+a\s+definitive|make\s+a\s+definitive)",
+    r"\b(?:purely|merely|highly|only)\s+speculative", r"\bI\s+apologi[sz]e",
     r"\bno\s+way\s+to", r"\binsufficient", r"\bnot\s+enough\s+(?:information|detail|details|evidence|context)",
     r"\bneed\s+more\s+(?:information|context|detail)", r"\b(?:don't|do\s+not)\s+know", r"\bambiguous",
     r"\bnot\s+applicable", r"\bI'?m\s+sorry", r"\bI\s+am\s+sorry", r"\bas\s+an\s+AI", r"\bneither\b",
@@ -108,7 +112,9 @@ OVERRIDE = _cue(r"\b(?:but|however|nevertheless|nonetheless|still|that\s+said|ev
 # The clause after one of these is the answer's conclusion.
 CONCLUSION = _cue(r"\b(?:so|therefore|thus|hence|consequently|accordingly|overall|in\s+conclusion|in\s+summary"
                   r"|to\s+conclude|ultimately|as\s+a\s+result|which\s+means|this\s+means|that\s+means|meaning"
-                  r"|conclusion)\b", r"所以|因此|因而|よって|したがって|따라서", r"\bdonc\b", r"\bpor\s+lo\s+tanto\b",
+                  r"|conclusion|in\s+total|total(?=\s*(?:=|:|is\b|are\b|count))|altogether|to\s+summari[sz]e|all\s+in\s+all|in\s+short|in\s+the\s+end|given\s+(?:this|these|that|the\s+above)"
+                  r"|based\s+on\s+(?:this|these|that|the\s+above|my|our|all|the\s+(?:above|analysis|observations?|comparison"
+                  r"|evidence|reasoning|factors|details\s+above)))\b", r"所以|因此|因而|よって|したがって|따라서", r"\bdonc\b", r"\bpor\s+lo\s+tanto\b",
                   r"\bdaher\b", r"\bquindi\b", r"\bportanto\b", r"\bпоэтому\b", r"\bитак\b")
 
 # Closing courtesies carry no choice; the sentence before them closes the answer.

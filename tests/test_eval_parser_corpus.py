@@ -39,8 +39,10 @@ GROUPS = {
     "refusal",              # refuses or says nothing about the options
     "equal_candidates",     # several candidates as equals
     "short_forms",          # the forms a model asked for a letter usually gives
+    # issue 47: what the answer states, on answers shaped like real ones
+    "contrastive_claim",    # the choice stated first, the rejected options contrasted after it
 }
-METHODS = {"letter", "marker", "choice", "leading", "closing", "label", "option_text", "mention", "failed"}
+METHODS = {"letter", "marker", "choice", "leading", "claim", "closing", "label", "option_text", "mention", "failed"}
 
 
 def _load() -> list[dict]:
@@ -97,7 +99,7 @@ README_EXAMPLES = [
     ("It is not possible to tell from this image. While point B appears larger, it may be perspective.",
      POINTS, None, "failed"),
     ("N/A", POINTS, None, "failed"),
-    ("Hard to tell at first, but after comparing the shadows, point A is closer.", POINTS, "A", "closing"),
+    ("Hard to tell at first, but after comparing the shadows, point A is closer.", POINTS, "A", "claim"),
     ("Point A is on the back wall. Objects on the table are in front of the wall. "
      "Therefore, point B is closer to the camera.", POINTS, "B", "closing"),
     ("Point A is on the table. Point B is on the far wall.", POINTS, None, "failed"),

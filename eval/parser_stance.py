@@ -1,0 +1,260 @@
+"""What a long answer asserts: its first claim and its conclusion, apart from what it contrasts.
+
+An answer usually states its choice in its first assertive sentence and then sets it against
+the options it rejects ("Box A, on the other hand, is larger", "whereas the third image ...",
+"compared to point A"). Every sentence that names an option gets a role:
+
+* ``assert``: its main clause names one option, without a negative judgement;
+* ``reject``: its main clause names one option with one ("Box A is too small", "does not fit");
+* ``contrast``: it opens with or sets off a contrast ("In contrast, ...", "X, on the other
+  hand, ...") or names options only in a side clause ("..., whereas the third image ...");
+* ``compare``: its main clause names one option and a side clause another ("A is on the
+  table, while B ..."): a comparison, which asserts only as a conclusion ("so ...");
+* ``multi``: its main clause names several options.
+
+The *claim* is the first ``assert`` sentence; a later plain ``assert`` of another option (one
+of a series of descriptions, "Point A is on the table. Point B is on the wall.") voids it. The
+*conclusion* is the last sentence that names an option, when it asserts one. They must agree;
+a conclusion introduced by "so / therefore / based on this ..." may overrule a descriptive
+first sentence, never an evaluative claim ("... is most similar"): then no letter.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from eval.parser_options import OptionIndex
+from eval.parser_statements import list_letter
+from eval.parser_text import BOILERPLATE, CONCLUSION, EQUAL, sentences
+
+# A sentence that opens with a contrast sets its options against what came before.
+_CONTRAST_LEAD = re.compile(
+    r"[\s\-•>]*(?:\d+[.)]\s*)?(?:in\s+contrast|by\s+contrast|on\s+the\s+other\s+hand|conversely|on\s+the\s+contrary"
+    r"|in\s+comparison|comparatively|meanwhile|similarly|likewise|相比之下|相反|一方|반면|en\s+cambio|por\s+otro\s+lado"
+    r"|en\s+revanche|par\s+contre|im\s+gegensatz|dagegen|hingegen|по\s+сравнению|напротив|в\s+то\s+время|por\s+outro\s+lado"
+    r")\b", re.IGNORECASE)
+# "X, on the other hand, is ...": the same contrast set off after the subject.
+_CONTRAST_ASIDE = re.compile(
+    r",\s*(?:on\s+the\s+other\s+hand|in\s+contrast|by\s+contrast|however|meanwhile|conversely|though|in\s+comparison"
+    r"|on\s+the\s+contrary|instead|too)\s*,|\b(?:while|whilst|although|though)\s+(?:also|still|it|they)\b",
+    re.IGNORECASE)
+# A sentence that gives the reason for what came before ("This is evident from ...") states no choice.
+_JUSTIFICATION = re.compile(
+    r"[\s\-•>]*(?:(?:this|that|it)\s+(?:is|was|can\s+be|becomes)\s+(?:\w+ly\s+)?(?:evident|because|due|seen|shown"
+    r"|indicated|suggested|supported|clear|apparent|visible)"
+    r"|as\s+(?:evidenced|shown|seen)|the\s+reason\s+is)\b", re.IGNORECASE)
+# "The second image, while matching the colours, does not ...": a concession set off after the subject.
+_SUBJECT_ASIDE = re.compile(r"[ \t]*(?:\([^()\n]{0,30}\))?[ \t]*,[ \t]*(?:while|whilst|although|though|despite|even\s+if)\b"
+                            r"[^,.;\n]*,", re.IGNORECASE)
+# A subordinate clause first ("While B is larger, A is sharper"): the main clause follows its comma.
+_CONCESSIVE_LEAD = re.compile(r"[\s\-•>]*(?:while|whilst|although|though|even\s+though|whereas|despite|unlike|since"
+                              r"|because|as\s+(?=the\b)|given\s+that|if"
+                              r"|aunque|mientras|bien\s+que|obwohl|хотя)\b", re.IGNORECASE)
+# Where a side clause starts: what follows is set against the main clause.
+_SIDE_CLAUSE = re.compile(
+    r"(?:[,;]\s*|\s+|—\s*)(?:while|whilst|whereas)\b|[,;]\s*(?:but|although|though|yet|however|in\s+contrast|on\s+the"
+    r"\s+other\s+hand|unlike|as\s+opposed\s+to|compared\s+(?:to|with)|and\s+not|not)\b|；|，(?:而|但)|而|但是|mientras"
+    r"|tandis\s+que|alors\s+que|während|wohingegen|enquanto|тогда\s+как|а\s+", re.IGNORECASE)
+# A negative judgement of the option the clause names.
+_NEGATIVE = re.compile(
+    r"\b(?:not|never|too|less|least|lacks?|lacking|fails?|failing|misses|partially|partly|differs?|different\s+(?:from|than|to)"
+    r"|(?:is|are|looks?|appears?|seems?|has|have|shows?|depicts?)\s+(?:(?!(?:\d+|one|two|three|four|five|six|seven"
+    r"|eight|nine|ten)\b)\w+\s+){0,2}different|unrelated|incorrect|wrong|inconsistent|irrelevant|excessive|poorly|worse|worst|unlikely|doubtful|neither|nor"
+    r"|smaller\s+and|only\s+(?:\w+s|part|partly|partially|a\s+(?:small\s+)?(?:part|portion|section|fraction)))\b|n't\b|不是|不符|不同|不像|ではない|아니", re.IGNORECASE)
+# A judgement between options ("most similar", "closer", "corresponds"): a claim, not a description.
+_EVALUATIVE = re.compile(
+    r"\b(?:(?<![0-9] )more|most|better|best|closer|closest|nearer|nearest|farther|farthest|further|darker|darkest|lighter|brighter"
+    r"|larger|smaller|higher|lower|likely|likeliest|probabl[ey]|correspond\w*|match(?:es)?|fits|fitting|same|similar"
+    r"|appropriate|correct|accurate\w*|right\s+answer|answer|choice|shares?|resembles?|completes?|continues?"
+    r"|aligns?|belongs?|consistent|corresponding|identical|precise\w*|tight\w*)\b", re.IGNORECASE)
+_HEADING = re.compile(r"[\s\-•>#*]*(?:\d+[.)]\s*)?")
+_ANY_LABEL = re.compile(r"[ \t]*(?:[-•][ \t]*)?[\(\[]?[A-Z][\)\]\.:][ \t]")
+_CLAUSE_END = re.compile(r"[,;:]|\s(?:because|since|as|which|who|where|and\s+(?:it|this|that)|indicating|suggesting"
+                         r"|making|meaning)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One option-naming sentence: its role, its main clause's option, and whether it concludes."""
+    start: int
+    end: int
+    role: str  # assert | reject | contrast | compare | multi
+    letter: str | None  # the main clause's option (assert / reject / compare)
+    cue: bool  # its main clause follows a conclusion cue ("so", "therefore", "based on this")
+    evaluative: bool  # it judges ("most similar", "closer"), not only describes
+    named: list[str]  # every option it names
+
+
+@dataclass(frozen=True)
+class Stance:
+    """The option an answer asserts (None: it cannot tell, or its claim and conclusion disagree)."""
+    letter: str | None
+    method: str  # claim | closing | conflict
+
+
+def _letters(index: OptionIndex, text: str, a: int, b: int) -> list[str]:
+    out: list[str] = []
+    for m in index.mentions(text, a, b):
+        if m.letter not in out:
+            out.append(m.letter)
+    return out
+
+
+def _negative(text: str, index: OptionIndex, a: int, b: int, letter: str) -> bool:
+    """The clause of ``letter``'s first mention in [a, b) judges it negatively ("Box A is too small")."""
+    first = next((m for m in index.mentions(text, a, b) if m.letter == letter), None)
+    if first is None:
+        return False
+    end = _CLAUSE_END.search(text, first.end, b)
+    return bool(_NEGATIVE.search(text, first.end, end.start() if end else b))
+
+
+def classify(text: str, s: int, e: int, index: OptionIndex) -> Sentence | None:
+    """The role of the sentence text[s:e], or None when it names no option or is a heading."""
+    mentions = index.mentions(text, s, e)
+    if not mentions or (len(mentions) == 1 and _HEADING.fullmatch(text, s, mentions[0].start)
+                        and re.fullmatch(r"[\s)\].]*:\s*", text[mentions[0].end:e])):
+        return None  # "Second image:" heads what follows
+    cues = list(CONCLUSION.finditer(text, s, e))
+    a = cues[-1].end() if cues and _letters(index, text, cues[-1].end(), e) else s
+    cue = a > s  # the option is named in the concluding clause
+    evaluative = bool(_EVALUATIVE.search(text, a, e))
+    named = _letters(index, text, a, e)
+    if _JUSTIFICATION.match(text, a):
+        return Sentence(s, e, "reason", None, cue, evaluative, named)
+    first = index.mentions(text, a, e)
+    if (_CONTRAST_LEAD.match(text, a) or _CONTRAST_ASIDE.search(text, a, e)
+            or (first and _SUBJECT_ASIDE.match(text, first[0].end, e))):
+        return Sentence(s, e, "contrast", None, cue, evaluative, named)
+    main_start, side = a, []
+    lead = _CONCESSIVE_LEAD.match(text, a)
+    if lead:
+        comma = text.find(",", lead.end(), e)
+        if comma < 0:
+            return Sentence(s, e, "contrast", None, cue, evaluative, named)
+        side += _letters(index, text, a, comma)
+        if not side and lead.group(0).strip().lower() == "unlike":
+            return Sentence(s, e, "contrast", None, cue, evaluative, named)  # "Unlike it, the third image ..."
+        main_start = comma + 1
+    split = _SIDE_CLAUSE.search(text, main_start, e)
+    main_end = split.start() if split else e
+    main = _letters(index, text, main_start, main_end)
+    if split:
+        side += _letters(index, text, split.start(), e)
+    if len(main) > 1:
+        return Sentence(s, e, "multi", None, cue, evaluative, named)
+    if not main:
+        return Sentence(s, e, "contrast", None, cue, evaluative, named)
+    letter = main[0]
+    if _negative(text, index, main_start, main_end, letter):
+        return Sentence(s, e, "reject", letter, cue, evaluative, named)
+    role = "compare" if any(x != letter for x in side) else "assert"
+    return Sentence(s, e, role, letter, cue, evaluative, named)
+
+
+def _spans(text: str, start: int) -> list[tuple[int, int]]:
+    spans = [(max(s, start), e) for s, e in sentences(text) if e > start and text[max(s, start):e].strip()]
+    while spans and BOILERPLATE.match(text[spans[-1][0]:spans[-1][1]]):
+        spans.pop()
+    return spans
+
+
+def _shape(text: str, s: int, index: OptionIndex) -> str:
+    """How a sentence opens: its first word, or "<option>" when an option opens it."""
+    m = re.compile(r"[\s\-•>]*(?:\d+[.)]\s*)?").match(text, s)
+    first = index.mentions(text, m.end(), min(len(text), m.end() + 80))
+    if first and first[0].start == m.end():
+        return "<option>"
+    w = re.compile(r"\w+").match(text, m.end())
+    return w.group(0).lower() if w else ""
+
+
+def _in_option_list(text: str, s: int, index: OptionIndex) -> bool:
+    """The sentence is a line of an option list ("A. ball\nB. box"): a line above or below opens
+    with another option, or both it and a neighbour open with a letter label ("(C) yes\n(D) no")."""
+    line_start = text.rfind("\n", 0, s) + 1
+    line_end = text.find("\n", s)
+    neighbours = []
+    if line_start > 0:
+        neighbours.append(text.rfind("\n", 0, line_start - 1) + 1)
+    if line_end >= 0 and (m := re.compile(r"\n\s*(?=\S)").match(text, line_end)):
+        neighbours.append(m.end())
+    if not neighbours:
+        return False
+    if _ANY_LABEL.match(text, line_start) and any(_ANY_LABEL.match(text, n) for n in neighbours):
+        return True
+    here = list_letter(text, line_start, index)
+    return bool(here) and any(list_letter(text, n, index) not in (None, here) for n in neighbours)
+
+
+def _echo(text: str, s: int, e: int, index: OptionIndex) -> bool:
+    """The sentence only repeats an option of the prompt's list ("(A) the second image")."""
+    m = index.mentions(text, s, e)
+    return (len(m) == 1 and m[0].kind == "label" and not text[s:m[0].start].strip(" \t\n-•*>")
+            and not text[m[0].end:e].strip(" \t\n.;,") and _in_option_list(text, s, index))
+
+
+def read_sentence(text: str, start: int, index: OptionIndex) -> str | None:
+    """A one-sentence answer that asserts one option with a judgement ("Point A, on the car, is closer")."""
+    spans = _spans(text, start)
+    if len(spans) != 1:
+        return None
+    only = classify(text, *spans[0], index)
+    return only.letter if only and only.role == "assert" and only.evaluative else None
+
+
+def _same_run(claim: Sentence, later: list[Sentence]) -> list[Sentence]:
+    """The claim and the sentences after it up to the first that names another option."""
+    run = [claim]
+    for r in later:
+        if set(r.named) - {claim.letter}:
+            break
+        run.append(r)
+    return run
+
+
+def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
+    """The option the answer text[start:] asserts, by its claim and its conclusion.
+
+    Returns None when no sentence asserts anything (the caller's later rules may still read a
+    lone mention), Stance(None, "conflict") when the answer cannot tell or contradicts itself.
+    """
+    spans = _spans(text, start)
+    roles = [r for s, e in spans if (r := classify(text, s, e, index)) is not None and not _echo(text, s, e, index)]
+    if not roles or (len(spans) == 1 and not (start or roles[0].cue)):
+        return None  # a one-sentence answer: the lone-mention rules read it first (see read_sentence)
+    claim = next((r for r in roles if r.role == "assert" or (r.role == "compare" and r.cue)), None)
+    last = roles[-1]
+    conclusion = None
+    if (last.role == "assert" or (last.role == "compare" and last.cue)) and not EQUAL.search(text, last.start, last.end):
+        conclusion = last.letter
+        if _in_option_list(text, last.start, index):
+            conclusion = None
+        elif not last.cue and len(roles) > 1:
+            prev = roles[-2]
+            if (prev.letter not in (None, last.letter) and prev.role in ("assert", "reject", "compare")
+                    and _shape(text, prev.start, index) == _shape(text, last.start, index)):
+                conclusion = None  # "Point A is on the table. Point B is on the wall."
+    if claim is None:
+        if conclusion is None:
+            return Stance(None, "conflict") if any(r.role == "assert" for r in roles) else None
+        return Stance(conclusion, "closing")
+    if conclusion == claim.letter:
+        return Stance(conclusion, "claim" if last is claim else "closing")
+    # A claim states the choice when it concludes ("so ...") or opens the answer with a judgement
+    # ("Box A fits most closely"); otherwise it may be one description of a series.
+    later = [r for r in roles if r.start > claim.start]
+    strong = claim.cue or (claim.start == spans[0][0] and any(r.evaluative for r in _same_run(claim, later)))
+    others = [r for r in later if r.role == "assert" and r.letter != claim.letter and not r.cue]
+    if others:
+        if strong:
+            return Stance(None, "conflict")
+        return Stance(conclusion, "closing") if conclusion else Stance(None, "conflict")
+    if conclusion is None:
+        if strong or not any(r.role in ("contrast", "compare") and set(r.named) - {claim.letter}
+                             for r in later):
+            return Stance(claim.letter, "claim")
+        return Stance(None, "conflict")
+    if last.cue and not strong:
+        return Stance(conclusion, "closing")
+    return Stance(None, "conflict")
