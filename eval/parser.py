@@ -42,12 +42,14 @@ from bench.constants import LETTERS
 from eval.parser_options import Mention, OptionIndex
 from eval.parser_stance import read_sentence, read_stance
 from eval.parser_statements import find_statements, joined_as_list, list_letter
-from eval.parser_text import BOILERPLATE, CONCLUSION, EQUAL, HEDGE, OVERRIDE, clean, sentences, words
+from eval.parser_text import BOILERPLATE, CONCLUSION, EQUAL, HEDGE, OVERRIDE, REFUSAL, clean, sentences, words
 
 _BARE = re.compile(r"^[\s\(\[\{\"'<]*([A-Za-z])[\s\)\]\}\"'>\.:,;!]*$")
 _LEADING = re.compile(r"^\s*[\(\[]?([A-Za-z])(?:[\)\]\.:]|[ \t]+-)(?=\s|$)")
 # An opening option text stands alone: then a unit word at most, then a stop ("4 (two in view 1 ...)").
 _OPENING_ALONE = re.compile(r"(?:[ \t]+(?:people|persons|person|times|objects|items))?[ \t]*(?:$|\n|[(.,;:\-–—])")
+# "The first and the second image both ...": two candidates joined right before "both" (not "they both").
+_JOINED_BEFORE = re.compile(r"\b(?:and|or)\s+(?![^,;.]*\b(?:they|these|those|we|it)\s*$)[^,;.]{1,30}$", re.IGNORECASE)
 SHORT_ANSWER_WORDS = 20  # an option text counts anywhere only in answers this short
 SHORT_OPENING_WORDS = 12  # an option text that opens an answer counts when its first sentence is this short
 
@@ -81,13 +83,24 @@ def _leading(text: str, index: OptionIndex) -> str | None:
     return letter
 
 
+def _listed(text: str, statements: list) -> bool:
+    """The last two statements are lines of a list: adjacent lines that open alike, other letters."""
+    if len(statements) < 2 or statements[-2].letter in (None, statements[-1].letter):
+        return False
+    a, b = statements[-2].start, statements[-1].start
+    line_a, line_b = text.rfind("\n", 0, a) + 1, text.rfind("\n", 0, b) + 1
+    between = text[text.find("\n", a):line_b] if "\n" in text[a:b] else None
+    return (between is not None and not between.strip() and text[line_a:a].strip() != ""
+            and text[line_a:a].strip().lower() == text[line_b:b].strip().lower())
+
+
 def _equals_options(text: str, m: re.Match, index: OptionIndex) -> bool:
     """"both ..." gives options as equals only when its sentence names two ("Both A and C fit"),
     not in "Both show a red barn" (the chosen image and the reference)."""
     if not m.group(0).lower().startswith("both"):
         return True
     s, e = next(((s, e) for s, e in sentences(text) if s <= m.start() < e), (0, len(text)))
-    return len(_letters(index.mentions(text, s, e))) > 1 or bool(re.search(r"\b(?:and|or)\b", text[s:m.start()]))
+    return len(_letters(index.mentions(text, s, e))) > 1 or bool(_JOINED_BEFORE.search(text[s:m.start()]))
 
 
 def _after_doubt(text: str, index: OptionIndex) -> int | None:
@@ -100,6 +113,9 @@ def _after_doubt(text: str, index: OptionIndex) -> int | None:
     doubts = [(m.end(), turns) for pat, turns in ((HEDGE, (OVERRIDE,)), (EQUAL, (OVERRIDE, CONCLUSION)))
               for m in pat.finditer(text) if not any(n.start <= m.start() < n.end for n in nota)
               and (pat is HEDGE or _equals_options(text, m, index))]
+    # After a refusal ("I'm sorry, but ..."), a turn counts only from the next sentence on.
+    doubts += [(next((e for _, e in sentences(text) if e > m.end()), len(text)), (OVERRIDE,))
+               for m in REFUSAL.finditer(text)]
     if not doubts:
         return 0
     last, turns = max(doubts, key=lambda d: d[0])
@@ -205,6 +221,8 @@ def parse_answer(text: str | None, options: list[str]) -> ParseResult:
     statements = find_statements(text, index)
     if statements:
         last = statements[-1]
+        if last.letter and _listed(text, statements):
+            return FAILED  # "Select (A) the second image\nSelect (B) the third image"
         if last.letter:
             return ParseResult(last.letter, last.kind, False)
         # Listed candidates: only a conclusion after the list can answer.

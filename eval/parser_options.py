@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from bench.constants import LETTERS
+from eval.parser_text import OPTION_WORDS
 
 NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
@@ -26,7 +27,7 @@ THING = ("|".join(f"{w}s?" for w in _THING_STEMS) + r"|box(?:es)?|labell?ed|mark
 _PLURAL_THING = "|".join(f"{w}s" for w in _THING_STEMS) + "|boxes"
 _THING_BEFORE = re.compile(
     rf"(?i:\b(?:{THING}))[ \t]*[\(\[]?[ \t]*\Z"
-    rf"|(?i:\b(?:{_PLURAL_THING}|labell?ed|marked|named|called))[ \t]+"
+    rf"|(?i:\b(?:{_PLURAL_THING}|labell?ed|marked|named|called))[ \t]*,?[ \t]+"
     r"(?:[A-Z][\)\]]?[ \t]*(?:,|and|or|&|/)[ \t]*(?:and[ \t]+|or[ \t]+)?[\(\[]?[ \t]*)+\Z")
 _IMAGE_NOUNS = r"images?|pictures?|photos?|photographs?|img"
 _ORDINALS = "first second third fourth fifth sixth seventh eighth".split()
@@ -45,6 +46,12 @@ _NEGATED_BEFORE = re.compile(
     r"|\bother\s+than|\bthan|\bcompar(?:ing|ed\s+(?:to|with))|\bnor|\bneither|\brule\s+out|\bruled\s+out|\bruling\s+out|\beliminat\w*|\bexclude[sd]?"
     r"|\bagainst|\bno|\bwithout))"
     r"\s+(?:(?:the|option|choice|point|letter|answer|picture|image|is|be)\s+)*[\(\[\"']?\Z")
+# What an option is compared with, up to the end of the clause: "compared to the circled area B".
+_COMPARED_BEFORE = re.compile(
+    r"(?i:\b(?:than|compared\s+(?:to|with)|comparing|unlike|as\s+opposed\s+to|relative\s+to|versus|vs\.?"
+    r"|rather\s+than|instead\s+of|in\s+contrast\s+(?:to|with)|other\s+than|between))\b[^,;:.\n]{0,60}\Z")
+# "the second or third image": the third image as one of a list, not on its own.
+_ORDINAL_LIST_BEFORE = re.compile(r"(?i:\b(?:first|second|third|fourth|fifth|sixth))[ \t]*(?:,|or|and|&|/)[ \t]*\Z")
 _NEGATED_AFTER = re.compile(
     r"(?i)^[\)\]\"'\s]*(?:(?:is|are|was|were|would\s+be|seems|seem|appears|appear|looks|look|can\s+be|could\s+be)\s+"
     r"(?:clearly\s+|also\s+|definitely\s+)?(?:not\b|n't\b|never\b)|[\s:\-–]*(?:(?:is|are|was|were|would\s+be|seems|seem"
@@ -65,6 +72,8 @@ _LABEL_PATTERNS = (
 )
 _SUBJECT_AFTER = re.compile(r"[\s,)\]\"']+(?:" + "|".join(sorted(_AFTER_LETTER_WORDS - {"and", "or", "nor"}))
                             + r")\b(?=[ \t]+\w)")
+_LIST_BEFORE = re.compile(r"(?<![A-Za-z0-9'])([A-Z])'?[ \t]*(?:,|and|or|/)[ \t]*\Z")
+_LIST_AFTER = re.compile(r"'?[ \t]*(?:,|and|or|/)[ \t]*([A-Z])(?![A-Za-z0-9])")
 _BARE = re.compile(r"(?<![A-Za-z0-9'\-&])([A-Z])(?![A-Za-z0-9'\-&])")
 
 
@@ -167,12 +176,18 @@ class OptionIndex:
         self.images_in_order = len(options) > 1 and all(
             re.fullmatch(rf"(?:the\s+)?{_ORDINALS[i]}\s+(?:{_IMAGE_NOUNS})", o.strip(), re.IGNORECASE)
             for i, o in enumerate(options))
+        self.foreign = [(self.letters[i], re.compile(rf"\s*(?:{OPTION_WORDS[n]})(?:[.!。！,，、;；:：]|\s*$|[ \t]*\n)",
+                                                     re.IGNORECASE))
+                        for i, n in enumerate(self.norms) if n in OPTION_WORDS]
         self._memo: dict[tuple[str, int, int], list[Mention]] = {}
 
     def whole(self, text: str) -> str | None:
-        """The letter whose option text is the whole answer ("3", "Right hand", "②")."""
+        """The letter whose option text is the whole answer ("3", "Right hand", "②"), or whose
+        option word in another language opens it on its own ("左", "はい、...", "Nein.")."""
         norm = _norm(text)
         hits = [self.letters[i] for i, n in enumerate(self.norms) if n and n == norm]
+        if not hits and self.foreign:
+            hits = [letter for letter, pattern in self.foreign if pattern.match(text)]
         return hits[0] if len(hits) == 1 else None
 
     def text_at(self, text: str, pos: int) -> Mention | None:
@@ -210,12 +225,18 @@ class OptionIndex:
             letter = m.group(1)
             if not self.bare_letters and _SUBJECT_AFTER.match(seg, m.end()):
                 continue  # with options "A is closer" / "B is closer", "B is further back" names point B
-            if (letter in self.letters and not taken[m.start()]
+            if (letter in self.letters and not taken[m.start()] and not self._symbol(seg, m.start(), m.end())
                     and not is_article(seg, m.start(), m.end()) and not self._thing_label(seg, m.start())):
                 found.append(Mention(letter, "bare", m.start(), m.end()))
         found = _pair_labels_with_texts(sorted(found, key=lambda x: x.start), seg)
         return [x for x in found if not negated(seg, x)]
 
+
+    def _symbol(self, text: str, start: int, end: int) -> bool:
+        """The letter is one of a list of other capitals ("(R, G, B)", "x, y and Z"): a symbol, not an option."""
+        before = _LIST_BEFORE.search(text, max(0, start - 8), start)
+        after = _LIST_AFTER.match(text, end)
+        return any(m and m.group(1) not in self.letters for m in (before, after))
 
     def _thing_label(self, text: str, pos: int) -> bool:
         """The letter at ``pos`` labels a thing, not an option (images are options when in order)."""
@@ -262,6 +283,8 @@ def negated(text: str, mention: Mention) -> bool:
     """The mention is denied: "not B", "rather than the box", "A is wrong", "point B isn't"."""
     clause_start = max([text.rfind(c, 0, mention.start) for c in ",;:\n."] + [mention.start - 80]) + 1
     return bool(_NEGATED_BEFORE.search(text, clause_start, mention.start)
+                or _COMPARED_BEFORE.search(text, clause_start, mention.start)
+                or _ORDINAL_LIST_BEFORE.search(text, max(0, mention.start - 20), mention.start)
                 or _NEGATED_AFTER.match(text[mention.end:mention.end + 60]))
 
 

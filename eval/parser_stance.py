@@ -59,14 +59,18 @@ _SIDE_CLAUSE = re.compile(
 _NEGATIVE = re.compile(
     r"\b(?:not|never|too|less|least|lacks?|lacking|fails?|failing|misses|partially|partly|differs?|different\s+(?:from|than|to)"
     r"|(?:is|are|looks?|appears?|seems?|has|have|shows?|depicts?)\s+(?:(?!(?:\d+|one|two|three|four|five|six|seven"
-    r"|eight|nine|ten)\b)\w+\s+){0,2}different|unrelated|incorrect|wrong|inconsistent|irrelevant|excessive|poorly|worse|worst|unlikely|doubtful|neither|nor"
+    r"|eight|nine|ten)\b)\w+\s+){0,2}different|unrelated|difference|incorrect|wrong|inconsistent|irrelevant|excessive|poorly|worse|worst|unlikely|doubtful|neither|nor"
     r"|smaller\s+and|only\s+(?:\w+s|part|partly|partially|a\s+(?:small\s+)?(?:part|portion|section|fraction)))\b|n't\b|不是|不符|不同|不像|ではない|아니", re.IGNORECASE)
 # A judgement between options ("most similar", "closer", "corresponds"): a claim, not a description.
 _EVALUATIVE = re.compile(
     r"\b(?:(?<![0-9] )more|most|better|best|closer|closest|nearer|nearest|farther|farthest|further|darker|darkest|lighter|brighter"
     r"|larger|smaller|higher|lower|likely|likeliest|probabl[ey]|correspond\w*|match(?:es)?|fits|fitting|same|similar"
     r"|appropriate|correct|accurate\w*|right\s+answer|answer|choice|shares?|resembles?|completes?|continues?"
-    r"|aligns?|belongs?|consistent|corresponding|identical|precise\w*|tight\w*)\b", re.IGNORECASE)
+    r"|aligns?|belongs?|consistent|corresponding|identical|precise\w*|tight\w*|fit|stands?\s+out)\b", re.IGNORECASE)
+# A count stated as the answer of a one-sentence answer ("there are 3 plates", "the image shows 2 people").
+_COUNT = re.compile(
+    r"\b(?:there\s+(?:is|are|appears?\s+to\s+be|seems?\s+to\s+be)|shows|contains|I\s+(?:see|count))\s+(?:only\s+"
+    r"|exactly\s+|a\s+total\s+of\s+)?(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s+\w+", re.IGNORECASE)
 _HEADING = re.compile(r"[\s\-•>#*]*(?:\d+[.)]\s*)?")
 _ANY_LABEL = re.compile(r"[ \t]*(?:[-•][ \t]*)?[\(\[]?[A-Z][\)\]\.:][ \t]")
 _CLAUSE_END = re.compile(r"[,;:]|\s(?:because|since|as|which|who|where|and\s+(?:it|this|that)|indicating|suggesting"
@@ -118,6 +122,7 @@ def classify(text: str, s: int, e: int, index: OptionIndex) -> Sentence | None:
     cues = list(CONCLUSION.finditer(text, s, e))
     a = cues[-1].end() if cues and _letters(index, text, cues[-1].end(), e) else s
     cue = a > s  # the option is named in the concluding clause
+    a = re.compile(r"[\s,:;]*").match(text, a).end()
     evaluative = bool(_EVALUATIVE.search(text, a, e))
     named = _letters(index, text, a, e)
     if _JUSTIFICATION.match(text, a):
@@ -146,7 +151,7 @@ def classify(text: str, s: int, e: int, index: OptionIndex) -> Sentence | None:
     if not main:
         return Sentence(s, e, "contrast", None, cue, evaluative, named)
     letter = main[0]
-    if _negative(text, index, main_start, main_end, letter):
+    if _negative(text, index, main_start, main_end if set(side) - {letter} else e, letter):
         return Sentence(s, e, "reject", letter, cue, evaluative, named)
     role = "compare" if any(x != letter for x in side) else "assert"
     return Sentence(s, e, role, letter, cue, evaluative, named)
@@ -161,12 +166,28 @@ def _spans(text: str, start: int) -> list[tuple[int, int]]:
 
 def _shape(text: str, s: int, index: OptionIndex) -> str:
     """How a sentence opens: its first word, or "<option>" when an option opens it."""
-    m = re.compile(r"[\s\-•>]*(?:\d+[.)]\s*)?").match(text, s)
+    m = re.compile(r"[\s\-•>(\[]*(?:\d+[.)]\s*)?").match(text, s)
     first = index.mentions(text, m.end(), min(len(text), m.end() + 80))
     if first and first[0].start == m.end():
         return "<option>"
     w = re.compile(r"\w+").match(text, m.end())
     return w.group(0).lower() if w else ""
+
+
+def _masked(text: str, r: Sentence, index: OptionIndex) -> str:
+    out, pos = [], r.start
+    for m in index.mentions(text, r.start, r.end):
+        out.append(text[pos:m.start])
+        out.append("<option>")
+        pos = m.end
+    out.append(text[pos:r.end])
+    return " ".join(re.sub(r"(?<![A-Za-z0-9])[A-Z](?![A-Za-z0-9])", "<L>", "".join(out)).lower().split())
+
+
+def _said_of_another(text: str, last: Sentence, roles: list[Sentence], index: OptionIndex) -> bool:
+    """The closing sentence repeats, word for word, what an earlier one said of another option."""
+    masked = _masked(text, last, index)
+    return any(r.letter not in (None, last.letter) and _masked(text, r, index) == masked for r in roles if r is not last)
 
 
 def _in_option_list(text: str, s: int, index: OptionIndex) -> bool:
@@ -200,7 +221,9 @@ def read_sentence(text: str, start: int, index: OptionIndex) -> str | None:
     if len(spans) != 1:
         return None
     only = classify(text, *spans[0], index)
-    return only.letter if only and only.role == "assert" and only.evaluative else None
+    if only is None or only.role != "assert":
+        return None
+    return only.letter if only.evaluative or _COUNT.search(text, *spans[0]) else None
 
 
 def _same_run(claim: Sentence, later: list[Sentence]) -> list[Sentence]:
@@ -223,17 +246,22 @@ def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
     roles = [r for s, e in spans if (r := classify(text, s, e, index)) is not None and not _echo(text, s, e, index)]
     if not roles or (len(spans) == 1 and not (start or roles[0].cue)):
         return None  # a one-sentence answer: the lone-mention rules read it first (see read_sentence)
-    claim = next((r for r in roles if r.role == "assert" or (r.role == "compare" and r.cue)), None)
+    listed = {r.start for r in roles if _in_option_list(text, r.start, index)}
+    claim = next((r for r in roles if (r.role == "assert" or (r.role == "compare" and r.cue)) and r.start not in listed),
+                 None)
     last = roles[-1]
     conclusion = None
-    if (last.role == "assert" or (last.role == "compare" and last.cue)) and not EQUAL.search(text, last.start, last.end):
+    closing = last.cue or last.start >= spans[max(0, len(spans) - 3)][0]  # a conclusion closes the answer
+    if ((last.role == "assert" or (last.role == "compare" and last.cue)) and closing
+            and not EQUAL.search(text, last.start, last.end)):
         conclusion = last.letter
         if _in_option_list(text, last.start, index):
             conclusion = None
         elif not last.cue and len(roles) > 1:
             prev = roles[-2]
-            if (prev.letter not in (None, last.letter) and prev.role in ("assert", "reject", "compare")
-                    and _shape(text, prev.start, index) == _shape(text, last.start, index)):
+            if ((prev.letter not in (None, last.letter) and prev.role in ("assert", "reject", "compare")
+                    and _shape(text, prev.start, index) == _shape(text, last.start, index))
+                    or _said_of_another(text, last, roles, index)):
                 conclusion = None  # "Point A is on the table. Point B is on the wall."
     if claim is None:
         if conclusion is None:
@@ -245,14 +273,17 @@ def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
     # ("Box A fits most closely"); otherwise it may be one description of a series.
     later = [r for r in roles if r.start > claim.start]
     strong = claim.cue or (claim.start == spans[0][0] and any(r.evaluative for r in _same_run(claim, later)))
-    others = [r for r in later if r.role == "assert" and r.letter != claim.letter and not r.cue]
+    others = [r for r in later if r.role == "assert" and r.letter != claim.letter and not r.cue
+              and not _NEGATIVE.search(text, r.start, r.end)]
     if others:
-        if strong:
+        # One of a series of descriptions ("Point A is ... Point B is ..."): the conclusion decides.
+        if strong or conclusion is None:
             return Stance(None, "conflict")
-        return Stance(conclusion, "closing") if conclusion else Stance(None, "conflict")
+        return Stance(conclusion, "closing")
     if conclusion is None:
-        if strong or not any(r.role in ("contrast", "compare") and set(r.named) - {claim.letter}
-                             for r in later):
+        # A descriptive claim counts only when it opens the answer and no option is contrasted with it.
+        opening = claim.start in (s for s, _ in spans[:2])
+        if strong or (opening and not any(r.role == "contrast" and set(r.named) - {claim.letter} for r in later)):
             return Stance(claim.letter, "claim")
         return Stance(None, "conflict")
     if last.cue and not strong:

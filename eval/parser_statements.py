@@ -57,7 +57,7 @@ _REVERSE_TAIL = re.compile(
     r"|\s*(?:是正确|是正確|正确|正確|是对的|が正解|が正しい|を選|가\s*정답|이\s*정답|이\s*맞)", re.IGNORECASE)
 _NOT_BEFORE = re.compile(r"(?i)(?:\bnot|n't|\bnever)\s+(?:\w+\s+)?\Z")
 _IF_BEFORE = re.compile(r"(?i)\b(?:if|whether|assuming|suppose|unless)\b[^.,;:\n]*\Z")
-_GAP_BAD = re.compile(r"(?i)\b(?:whether|if|depends?|unless)\b")
+_GAP_BAD = re.compile(r"(?i)\b(?:whether|if|depends?|unless|neither|nor|none)\b")
 
 _FILLER = re.compile(r"[\s\"'\-–—:>]*(?:(?:the|la|le|l'|el|die|der|das|il|lo)\s*)?"
                      r"(?:(?:correct|right|best|final)\s+(?=option|choice|letter|answer))?"
@@ -128,7 +128,8 @@ def _ambiguous_after(text: str, value: Mention, index: OptionIndex) -> bool:
     _, line_end = _line_bounds(text, value.end)
     for other in index.mentions(text, value.end, line_end):
         if other.letter != value.letter:
-            return bool(_LIST_JOIN.fullmatch(text[value.end:other.start]))
+            between = text[value.end:other.start]
+            return bool(_LIST_JOIN.fullmatch(between) or (other.kind == "label" and not between.strip()))
     nxt = _next_line(text, value.end)
     return nxt is not None and list_letter(text, nxt, index) not in (None, value.letter)
 

@@ -80,20 +80,24 @@ HEDGE = _cue(
     r"\bunable\s+to",
     r"\bnot\s+(?:entirely\s+|completely\s+|totally\s+|quite\s+|100%\s+)?(?:sure|certain|clear|determinable)",
     r"\bunclear", r"\buncertain", r"\bunsure",
-    r"\b(?:hard|difficult|tough|challenging)\s+to\s+(?:\w+ly\s+)?"
+    r"\b(?:hard|difficult|tough|challenging)\s+(?:for\s+(?:me|us)\s+)?to\s+(?:\w+ly\s+)?"
     r"(?:tell|say|determine|know|judge|decide|be\s+sure|pick|choose|answer|distinguish|identify|conclude"
     r"|provide\s+a\s+definitive|give\s+a\s+definitive|make\s+a\s+definitive)",
-    r"\b(?:purely|merely|highly|only)\s+speculative", r"\bI\s+apologi[sz]e",
+    r"\b(?:purely|merely|highly|only)\s+speculative",
     r"\bno\s+way\s+to", r"\binsufficient", r"\bnot\s+enough\s+(?:information|detail|details|evidence|context)",
     r"\bneed\s+more\s+(?:information|context|detail)", r"\b(?:don't|do\s+not)\s+know", r"\bambiguous",
-    r"\bnot\s+applicable", r"\bI'?m\s+sorry", r"\bI\s+am\s+sorry", r"\bas\s+an\s+AI", r"\bneither\b",
-    r"\bnone\s+of\s+the\s+(?:\w+\s+)?(?:points|images|pictures|options|choices)",
+    r"\bnot\s+applicable", r"\bneither\b",
+    r"\bnone\s+of\s+(?:the|these|those)\s+(?:\w+\s+)?(?:points|images|pictures|options|choices|boxes)",
     r"无法|無法|不确定|不確定|不能确定|难以|難以|不清楚|都有可能|判断できません|わかりません|分かりません|判別できません",
     r"판단할\s*수\s*없|알\s*수\s*없|확실하지\s*않",
     r"je\s+ne\s+(?:peux|sais)\s+pas", r"impossible\s+de", r"no\s+se\s+puede", r"no\s+es\s+posible", r"no\s+puedo",
     r"no\s+s[ée]\b", r"nicht\s+(?:möglich|eindeutig|sicher|erkennbar)", r"kann\s+(?:ich\s+)?(?:das\s+)?nicht",
     r"non\s+è\s+possibile", r"non\s+posso", r"não\s+é\s+possível", r"não\s+posso",
     r"невозможно", r"нельзя", r"не\s+могу", r"не\s+ясно")
+
+# The answer declines: a "but" right after it ("I'm sorry, but I ...") turns nothing; only a later sentence may.
+REFUSAL = _cue(r"\bI'?m\s+sorry", r"\bI\s+am\s+sorry", r"\bI\s+apologi[sz]e", r"\bas\s+an\s+AI\b",
+               r"\b(?:do\s+not|don't)\s+feel\s+comfortable", r"\bI\s+(?:can\s*not|can't)\s+(?:assist|help\s+with)")
 
 # Several candidates given as equals ("both look", "either ... or", "equally likely").
 EQUAL = _cue(
@@ -124,3 +128,15 @@ BOILERPLATE = _cue(r"^\s*(?:I\s+hope\s+this|hope\s+this|let\s+me\s+know|feel\s+f
 HYPOTHETICAL = _cue(r"\b(?:whether|impossible|cannot|can't|unable|not\s+sure|unsure|unclear|not\s+possible|hard\s+to"
                     r"|difficult\s+to|don't\s+know|might\s+think|could\s+argue|one\s+might|you\s+might|if\s+you"
                     r"|suppose|assuming)\b")
+
+# Option words a model answers in its own language ("左", "はい", "Nein."): English option -> the word
+# in Chinese, Japanese, Korean, Spanish, French, German, Italian, Portuguese and Russian.
+OPTION_WORDS = {
+    "yes": "yes|是|是的|对|對|有|はい|ええ|예|네|sí|si|oui|ja|sim|sì|да",
+    "no": "no|否|不|不是|没有|沒有|不对|不對|いいえ|아니요|아니오|아니|non|nein|não|nao|нет",
+    "left": "左|向左|左边|左邊|左側|左侧|左へ|왼쪽|izquierda|a\\s+la\\s+izquierda|gauche|à\\s+gauche|links|nach\\s+links"
+            "|esquerda|à\\s+esquerda|sinistra|a\\s+sinistra|влево|налево|слева",
+    "right": "右|向右|右边|右邊|右側|右侧|右へ|오른쪽|derecha|a\\s+la\\s+derecha|droite|à\\s+droite|rechts|nach\\s+rechts"
+             "|direita|à\\s+direita|destra|a\\s+destra|вправо|направо|справа",
+}
+
