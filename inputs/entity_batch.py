@@ -21,16 +21,26 @@ import torch
 from bench.format import Sample
 from bench.synth.captions import ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, OBJECT_KINDS, POSTURES
 from bench.synth.entity_labels import CONTACT_KEYS, FIELDS
+from bench.synth.tasks_mvn import ARM_TEXT, EFFECTOR_TEXT
 from inputs.items import mark_role
 
 _WORD = re.compile(r"[a-z]+|\d+")
 PAD, UNK, CLS = 0, 1, 2
 CONTACT_WIDTH = len(CONTACT_KEYS) * 2 * (len(OBJECT_KINDS) + len(COLOUR_NAMES))
 # the words naming each class of each categorical field, in class order
+# (postures and arm states in the words the questions' options use: "jumps", "raising it above the head")
+_POSTURE_WORDS = {"standing": "stands", "walking": "walks", "jumping": "jumps", "crouching": "squats",
+                  "sitting": "sits down", "reaching": "reaches", "foot_up": "foot up"}
+_ARM_WORDS = {**ARM_TEXT, "waving": "waving it"}
 CLASS_NAMES: dict[str, list[str]] = {
-    "shirt": COLOUR_NAMES, "trousers": COLOUR_NAMES, "hat": HAT_NAMES, "posture": POSTURES,
-    "arm_l": ARM_CLASSES, "arm_r": ARM_CLASSES, "airborne": ["grounded", "airborne"],
-    "frac": ["hidden", "partly", "mostly", "whole"], "object_kind": OBJECT_KINDS, "object_colour": COLOUR_NAMES}
+    "shirt": COLOUR_NAMES, "trousers": COLOUR_NAMES, "hat": HAT_NAMES, "posture": [_POSTURE_WORDS[p] for p in POSTURES],
+    "arm_l": [_ARM_WORDS[a] for a in ARM_CLASSES], "arm_r": [_ARM_WORDS[a] for a in ARM_CLASSES],
+    "airborne": ["grounded", "airborne"], "frac": ["hidden", "partly", "mostly", "whole"],
+    "object_kind": OBJECT_KINDS, "object_colour": COLOUR_NAMES}
+# the words naming each contact effector (bench.synth.entity_labels.CONTACT_KEYS), and an object's
+# kind and colour (the contact multi-hot's last axis)
+EFFECTOR_NAMES = [EFFECTOR_TEXT.get(k, "body") for k in CONTACT_KEYS]
+DESCRIPTOR_NAMES = OBJECT_KINDS + COLOUR_NAMES
 MAX_NUMBER = 16  # number words 0..16 are always in the vocabulary (counts, mark labels)
 
 
@@ -49,7 +59,7 @@ class WordVocab:
     def build(cls, texts: Sequence[str]) -> "WordVocab":
         """The special tokens, number words, class names, then every word of ``texts`` (sorted)."""
         base = ["<pad>", "<unk>", "<cls>"] + [str(k) for k in range(MAX_NUMBER + 1)]
-        names = sorted({w for classes in CLASS_NAMES.values() for c in classes for w in words(c)})
+        names = sorted({w for classes in [*CLASS_NAMES.values(), EFFECTOR_NAMES] for c in classes for w in words(c)})
         seen = set(base)
         vocab = [w for w in base] + [w for w in names if w not in seen]
         seen.update(vocab)
@@ -63,13 +73,18 @@ class WordVocab:
         ids = [self.stoi.get(w, UNK) for w in words(text)]
         return ([CLS] if cls_token else []) + (ids or [UNK])
 
+    def phrases(self, texts: Sequence[str]) -> torch.Tensor:
+        """(len(texts), max words) word ids of each text, padded with PAD."""
+        ids = [self.encode(c) for c in texts]
+        width = max(len(i) for i in ids)
+        return torch.tensor([i + [PAD] * (width - len(i)) for i in ids])
+
     def class_words(self) -> dict[str, torch.Tensor]:
-        """Per field, (classes, max words) word ids of its class names, padded with PAD."""
-        out = {}
-        for field, classes in CLASS_NAMES.items():
-            ids = [self.encode(c) for c in classes]
-            width = max(len(i) for i in ids)
-            out[field] = torch.tensor([i + [PAD] * (width - len(i)) for i in ids])
+        """Per field, (classes, max words) word ids of its class names, padded with PAD; then
+        ``effector`` (contact effectors) and ``descriptor`` (object kinds, then colours)."""
+        out = {field: self.phrases(classes) for field, classes in CLASS_NAMES.items()}
+        out["effector"] = self.phrases(EFFECTOR_NAMES)
+        out["descriptor"] = self.phrases(DESCRIPTOR_NAMES)
         return out
 
 

@@ -81,9 +81,18 @@ class EntityReasoner(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.width
-        self.fields = list(class_words)
+        self.fields = [f for f in class_words if f not in ("effector", "descriptor")]
         for i, f in enumerate(self.fields):
             self.register_buffer(f"class_words_{i}", class_words[f], persistent=False)
+        self.register_buffer("effector_words", class_words["effector"], persistent=False)
+        self.register_buffer("descriptor_words", class_words["descriptor"], persistent=False)
+        self.n_effectors, self.n_descriptor = class_words["effector"].shape[0], class_words["descriptor"].shape[0]
+        # the tied read-outs: each field pooled over the pointed entities, the mark labels, the distinct
+        # count, per-frame event counts (airborne, left / right arm waving), per-effector contact
+        # objects and the effector touching the pointed object
+        self.n_readouts = len(self.fields) + 1 + 1 + 3 + self.n_effectors + 1
+        self.readout_gate = nn.Linear(d, self.n_readouts)
+        self.tied_scale = nn.Parameter(torch.tensor(5.0))
         self.word = nn.Embedding(cfg.vocab_size, d, padding_idx=0)
         self.field_type = nn.Parameter(torch.zeros(len(self.fields), d))
         self.contact = nn.Linear(cfg.contact_width, d)
@@ -115,10 +124,13 @@ class EntityReasoner(nn.Module):
 
     # -- entity tokens ---------------------------------------------------------------------
     def _class_table(self, i: int) -> torch.Tensor:
-        ids = getattr(self, f"class_words_{i}")  # (K, W)
+        return self._phrase(getattr(self, f"class_words_{i}"))
+
+    def _phrase(self, ids: torch.Tensor) -> torch.Tensor:
+        """Mean word embedding of padded word ids (..., W) -> (..., d)."""
         emb = self.word(ids)
         n = (ids != 0).sum(-1, keepdim=True).clamp_min(1)
-        return emb.sum(1) / n  # (K, d)
+        return emb.sum(-2) / n
 
     def floor_geometry(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """Each entity's floor point (canonical frame, world_scale units) and height, and whether
@@ -239,14 +251,60 @@ class EntityReasoner(nn.Module):
         o_ids, o_mask = batch["option_ids"], batch["option_mask"]
         b, n_o, lo = o_ids.shape
         o_pos = torch.arange(lo, device=o_ids.device).clamp_max(63)
+        keep = o_mask.view(b * n_o, lo).clone()
+        keep[:, 0] = True  # a padded option keeps its CLS position, so no row is all padding
         o = self.option((self.word(o_ids) + self.question_pos(o_pos)).view(b * n_o, lo, -1),
-                        src_key_padding_mask=~o_mask.view(b * n_o, lo).clone().index_fill_(1, torch.tensor([0]), True))
+                        src_key_padding_mask=~keep)
         o = o[:, 0].view(b, n_o, -1)  # each option's CLS
         z, _ = self.option_attn(o, h, h, key_padding_mask=~seq_mask)
-        logits = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)
-        logits = logits.masked_fill(~batch["option_valid"], -1e4)
+        learned = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)
+        readouts = self.readouts(batch, p, distinct)  # (B, R, d)
+        gate = torch.softmax(self.readout_gate(q[:, 0]), -1)  # which read-out the question asks for
+        answer = (gate.unsqueeze(-1) * F.normalize(readouts, dim=-1)).sum(1)
+        words = o_ids.clone()
+        words[..., 0] = 0  # the option's words, without its CLS
+        option_words = F.normalize(self._phrase(words), dim=-1)
+        tied = self.tied_scale * (option_words * answer.unsqueeze(1)).sum(-1)
+        logits = (learned + tied).masked_fill(~batch["option_valid"], -1e4)
         return {"option_logits": logits, "pointer_logits": pointer_logits, "assoc_logits": assoc_logits,
                 "distinct_count": distinct, "entity_tokens": x}
+
+    def readouts(self, batch: dict, p: torch.Tensor, distinct: torch.Tensor) -> torch.Tensor:
+        """(B, R, d) what the pointed entities say, in word embeddings: per categorical field the
+        pointed entities' classes; their mark labels; the distinct count; the number of frames
+        on which a pointed person is airborne / waves the left / right arm; per effector the objects
+        a pointed person's effector overlaps; the effector that overlaps the pointed objects."""
+        mask, fields = batch["entity_mask"], batch["fields"]
+        person = ((batch["kind"] == 0) & mask).float()
+        out = []
+        for i in range(len(self.fields)):
+            table = torch.cat([torch.zeros_like(self.field_type[:1]), self._class_table(i)])
+            w = p * (fields[..., i] > 0)
+            out.append((w.unsqueeze(-1) * table[fields[..., i]]).sum(1) / w.sum(1, keepdim=True).clamp_min(1e-3))
+        w = p * (batch["mark"] > 0)
+        out.append((w.unsqueeze(-1) * self.word(batch["mark"])).sum(1) / w.sum(1, keepdim=True).clamp_min(1e-3))
+        out.append(self._number(distinct))
+        frames = batch["frame"].clamp(0, MAX_FRAMES - 1)
+        n_f = int(frames.max().item()) + 1
+        at_frame = F.one_hot(frames, n_f).float() * mask.unsqueeze(-1)  # (B, E, T)
+        for name, cls in (("airborne", 2), ("arm_l", 6), ("arm_r", 6)):  # class + 1: airborne, waving
+            flag = (fields[..., self.fields.index(name)] == cls).float() * p * person  # (B, E)
+            out.append(self._number((flag.unsqueeze(-1) * at_frame).amax(1).sum(-1)))
+        n_d = self.n_descriptor
+        contact = batch["contact"].view(*mask.shape, self.n_effectors, 2, n_d)[..., 0, :]  # overlap: (B, E, X, D)
+        desc = self._phrase(self.descriptor_words)  # (D, d)
+        wp = p * person
+        touched = (wp[..., None, None] * contact).sum(1) / wp.sum(1).clamp_min(1e-3)[:, None, None]  # (B, X, D)
+        out += list((touched @ desc).unbind(1))
+        obj = p * (batch["kind"] == 1) * mask
+        n_kind = int(getattr(self, f"class_words_{self.fields.index('object_kind')}").shape[0])
+        kind = F.one_hot((fields[..., self.fields.index("object_kind")] - 1).clamp_min(0), n_kind).float()
+        colour = F.one_hot((fields[..., self.fields.index("object_colour")] - 1).clamp_min(0), n_d - n_kind).float()
+        pointed_obj = (obj.unsqueeze(-1) * torch.cat([kind, colour], -1)).sum(1)  # (B, D)
+        overlap = ((wp[..., None, None] * contact).sum(1) * pointed_obj.unsqueeze(1)).sum(-1)  # (B, X)
+        eff = self._phrase(self.effector_words)  # (X, d)
+        out.append(overlap @ eff / overlap.sum(-1, keepdim=True).clamp_min(1e-3))
+        return torch.stack(out, 1)
 
     def _number(self, value: torch.Tensor) -> torch.Tensor:
         """A soft number as the interpolated embeddings of the number words around it (word ids
