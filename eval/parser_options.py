@@ -26,9 +26,9 @@ THING = ("|".join(f"{w}s?" for w in _THING_STEMS) + r"|box(?:es)?|labell?ed|mark
          r"|图片|圖片|图像|圖像|图|圖|画像|이미지|그림|imagen|bild|immagine|imagem|изображение|точка")
 _PLURAL_THING = "|".join(f"{w}s" for w in _THING_STEMS) + "|boxes"
 _THING_BEFORE = re.compile(
-    rf"(?i:\b(?:{THING}))[ \t]*[\(\[]?[ \t]*\Z"
-    rf"|(?i:\b(?:{_PLURAL_THING}|labell?ed|marked|named|called))[ \t]*,?[ \t]+"
-    r"(?:[A-Z][\)\]]?[ \t]*(?:,|and|or|&|/)[ \t]*(?:and[ \t]+|or[ \t]+)?[\(\[]?[ \t]*)+\Z")
+    rf"(?i:\b(?:{THING}))[ \t]*[\(\[\"']?[ \t]*\Z"
+    rf"|(?i:\b(?:{_PLURAL_THING}|labell?ed|marked|named|called))[ \t]*,?[ \t]*[\(\[]?[ \t]*"
+    r"(?:[\"']?[A-Z][\"']?[\)\]]?[ \t]*(?:,|and|or|&|/)[ \t]*(?:and[ \t]+|or[ \t]+)?[\(\[\"']?[ \t]*)+\Z")
 _IMAGE_NOUNS = r"images?|pictures?|photos?|photographs?|img"
 _ORDINALS = "first second third fourth fifth sixth seventh eighth".split()
 _IMAGE_BEFORE = re.compile(r"(?i:\b(?:image|picture|photo|photograph|img))[ \t]*[\(\[]?[ \t]*\Z")
@@ -275,8 +275,13 @@ def _number_is_label(text: str, m: re.Match) -> bool:
 def is_article(text: str, start: int, end: int) -> bool:
     """A capital A / I before a lower-case word ("A person ...") is an article or pronoun."""
     letter = text[start:end]
-    following = re.match(r"[ \t]+([a-z]+)", text[end:])
-    return letter in "AaIi" and following is not None and following.group(1) not in _AFTER_LETTER_WORDS
+    if letter not in "AaIi":
+        return False
+    following = re.match(r"[ \t]+([a-z]+)", text[end:end + 30])
+    if following is not None:
+        return following.group(1) not in _AFTER_LETTER_WORDS
+    titled = re.match(r"[ \t]+([A-Z][a-z]+)", text[end:end + 30])  # "A Pot", "A Peasant Family": a title
+    return titled is not None and titled.group(1).lower() not in _AFTER_LETTER_WORDS
 
 
 def negated(text: str, mention: Mention) -> bool:

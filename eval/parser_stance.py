@@ -257,7 +257,7 @@ def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
         conclusion = last.letter
         if _in_option_list(text, last.start, index):
             conclusion = None
-        elif not last.cue and len(roles) > 1:
+        elif len(roles) > 1 and (not last.cue or roles[-2].cue):
             prev = roles[-2]
             if ((prev.letter not in (None, last.letter) and prev.role in ("assert", "reject", "compare")
                     and _shape(text, prev.start, index) == _shape(text, last.start, index))
