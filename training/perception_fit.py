@@ -1,0 +1,232 @@
+"""Train the perception heads on the train split's entity labels; measure them on val; write
+predicted entity records for every split.
+
+    fit_perception(bench_dir, cache, cfg) -> (heads, figures)
+    predict_records(heads, bench_dir, split, cache) -> image path -> records
+
+Targets come from ``<bench>/labels/train.jsonl.gz`` only (``inputs.entity_batch.load_entity_labels``
+refuses the others for training). Validation figures compare decoded detections with the val
+labels, read for measurement: person recall and precision at IoU 0.5, and per-field accuracy on
+the matched entities where the view shows the field.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from bench.format import load_benchmark
+from bench.synth.entity_labels import FIELDS
+from inputs.entity_batch import CONTACT_WIDTH, contact_vector, load_entity_labels
+from model.perception import KINDS, OBJECT_FIELDS, PERSON_FIELDS, PerceptionConfig, PerceptionHeads
+
+_MARKED = re.compile(r"^(.+)_m[0-9a-f]{12}$")
+
+
+@dataclass
+class PerceptionFitConfig:
+    epochs: int = 12
+    batch_size: int = 64
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    seed: int = 0
+    heads: PerceptionConfig = field(default_factory=PerceptionConfig)
+
+
+def image_stem(image: str) -> str:
+    stem = Path(image).stem
+    m = _MARKED.match(stem)
+    return m.group(1) if m else stem
+
+
+def split_images(bench_dir: Path, split: str) -> list[tuple[str, str, str]]:
+    """(absolute image path, scene, stem) of every image a question of the split shows."""
+    bench = load_benchmark(bench_dir / split, check_images=False)
+    out = {}
+    for s in bench.samples:
+        for v in s.views:
+            for f in v.frames:
+                path = str((bench_dir / split / f.image).resolve())
+                out[path] = (path, s.scene, image_stem(f.image))
+    return sorted(out.values())
+
+
+def _targets(ents: list[dict], size: int, hw: tuple[float, float]):
+    """Heatmap (2, S, S), box distances (4, S, S), box mask (S, S) of one image's records."""
+    heat = torch.zeros(len(KINDS), size, size)
+    box = torch.zeros(4, size, size)
+    where = torch.zeros(size, size, dtype=torch.bool)
+    sx, sy = size / hw[1], size / hw[0]
+    ys, xs = torch.meshgrid(torch.arange(size) + 0.5, torch.arange(size) + 0.5, indexing="ij")
+    for e in ents:
+        x0, y0, x1, y1 = e["box"][0] * sx, e["box"][1] * sy, e["box"][2] * sx, e["box"][3] * sy
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        sigma = max(0.5, 0.15 * math.sqrt(max(x1 - x0, 1e-3) * max(y1 - y0, 1e-3)))
+        k = KINDS.index(e["kind"])
+        g = torch.exp(-((xs - cx) ** 2 + (ys - cy) ** 2) / (2 * sigma ** 2))
+        ix, iy = min(int(cx), size - 1), min(int(cy), size - 1)
+        g[iy, ix] = 1.0
+        heat[k] = torch.maximum(heat[k], g)
+        box[:, iy, ix] = torch.tensor([ix + 0.5 - x0, iy + 0.5 - y0, x1 - ix - 0.5, y1 - iy - 0.5])
+        where[iy, ix] = True
+    return heat, box, where
+
+
+def focal_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """CenterNet's penalty-reduced focal loss, normalised by the number of centres."""
+    p = torch.sigmoid(logits).clamp(1e-4, 1 - 1e-4)
+    pos = target.eq(1).float()
+    pos_loss = -torch.log(p) * (1 - p) ** 2 * pos
+    neg_loss = -torch.log(1 - p) * p ** 2 * (1 - target) ** 4 * (1 - pos)
+    return (pos_loss.sum() + neg_loss.sum()) / pos.sum().clamp_min(1)
+
+
+def _batch_targets(ents_list, size: int, hw):
+    heats, boxes, wheres, rois, fields, contacts = [], [], [], [], {f: [] for f in FIELDS}, []
+    sx, sy = size / hw[1], size / hw[0]
+    for i, ents in enumerate(ents_list):
+        h, b, w = _targets(ents, size, hw)
+        heats.append(h)
+        boxes.append(b)
+        wheres.append(w)
+        for e in ents:
+            rois.append([float(i), e["box"][0] * sx, e["box"][1] * sy, e["box"][2] * sx, e["box"][3] * sy])
+            for f in FIELDS:
+                own = f in (PERSON_FIELDS if e["kind"] == "person" else OBJECT_FIELDS)
+                fields[f].append(int(e.get(f, -1)) + 1 if own else -100)  # -100: not this kind's field
+            contacts.append(contact_vector(e.get("contact", [])) if e["kind"] == "person" else [-1.0] * CONTACT_WIDTH)
+    return (torch.stack(heats), torch.stack(boxes), torch.stack(wheres), torch.tensor(rois).view(-1, 5),
+            {f: torch.tensor(v, dtype=torch.long) for f, v in fields.items()}, torch.tensor(contacts).view(-1, CONTACT_WIDTH))
+
+
+def perception_loss(heads: PerceptionHeads, maps: dict, targets) -> dict[str, torch.Tensor]:
+    heat_t, box_t, where, rois, fields, contact = targets
+    heat = focal_loss(maps["heat"], heat_t)
+    box = (F.l1_loss(maps["box"].permute(0, 2, 3, 1)[where], box_t.permute(0, 2, 3, 1)[where])
+           if where.any() else heat * 0)
+    out = heads.read(maps["feat"], rois) if len(rois) else None
+    attr = sum(F.cross_entropy(out[f], fields[f], ignore_index=-100) for f in FIELDS
+               if out is not None and (fields[f] != -100).any()) if out is not None else heat * 0
+    person = contact[:, 0] >= 0
+    ct = (F.binary_cross_entropy_with_logits(out["contact"][person], contact[person])
+          if out is not None and person.any() else heat * 0)
+    return {"loss": heat + 0.1 * box + attr + ct, "heat": heat, "box": box, "attr": attr, "contact": ct}
+
+
+def _iou(a, b) -> float:
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def match(pred: list[dict], truth: list[dict], kind: str, iou: float = 0.5) -> list[tuple[int, int]]:
+    """Greedy matching by score of ``kind`` detections to records at IoU >= ``iou``: (pred, truth) pairs."""
+    ps = sorted((i for i, p in enumerate(pred) if p["kind"] == kind), key=lambda i: -pred[i].get("score", 1.0))
+    free = {j for j, t in enumerate(truth) if t["kind"] == kind}
+    pairs = []
+    for i in ps:
+        best = max(free, key=lambda j: _iou(pred[i]["box"], truth[j]["box"]), default=None)
+        if best is not None and _iou(pred[i]["box"], truth[best]["box"]) >= iou:
+            pairs.append((i, best))
+            free.discard(best)
+    return pairs
+
+
+def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict]]) -> dict[str, float]:
+    """Recall / precision per kind at IoU 0.5 and per-field accuracy on matched entities (in %)."""
+    n = {k: [0, 0, 0] for k in KINDS}  # matched, predicted, true
+    right: dict[str, list[int]] = {f: [0, 0] for f in FIELDS}
+    for path, truth in truths.items():
+        pred = preds.get(path, [])
+        for kind in KINDS:
+            pairs = match(pred, truth, kind)
+            n[kind][0] += len(pairs)
+            n[kind][1] += sum(p["kind"] == kind for p in pred)
+            n[kind][2] += sum(t["kind"] == kind for t in truth)
+            for i, j in pairs:
+                for f in (PERSON_FIELDS if kind == "person" else OBJECT_FIELDS):
+                    if truth[j].get(f, -1) >= 0:
+                        right[f][0] += int(pred[i].get(f, -1) == truth[j][f])
+                        right[f][1] += 1
+    out = {}
+    for kind, (m, p, t) in n.items():
+        out[f"{kind}_recall"] = 100.0 * m / max(t, 1)
+        out[f"{kind}_precision"] = 100.0 * m / max(p, 1)
+    for f, (r, t) in right.items():
+        out[f"{f}_accuracy"] = 100.0 * r / max(t, 1)
+    return out
+
+
+def _features(cache, paths: list[str]) -> tuple[torch.Tensor, dict[str, tuple[int, int]]]:
+    table = cache.table(paths, desc="features")
+    rows = torch.tensor([table.index[p] for p in paths])
+    return table.patch_tokens[rows], table.sizes
+
+
+@torch.no_grad()
+def predict_records(heads: PerceptionHeads, bench_dir: Path, split: str, cache,
+                    batch_size: int = 128) -> dict[str, list[dict]]:
+    """Image path (absolute) -> predicted entity records, for every image of ``split``."""
+    heads.eval()
+    images = split_images(bench_dir, split)
+    paths = [p for p, _, _ in images]
+    feats, sizes = _features(cache, paths)
+    out = {}
+    for i in range(0, len(paths), batch_size):
+        maps = heads(feats[i:i + batch_size])
+        for path, recs in zip(paths[i:i + batch_size], heads.decode(maps, sizes[paths[i]])):
+            out[path] = recs
+    return out
+
+
+def fit_perception(bench_dir: str | Path, cache, cfg: PerceptionFitConfig, progress: bool = True):
+    """Train the heads on train's labels; returns (heads, val figures, history)."""
+    torch.manual_seed(cfg.seed)
+    bench_dir = Path(bench_dir)
+    labels = load_entity_labels(bench_dir, "train")
+    images = split_images(bench_dir, "train")
+    paths = [p for p, _, _ in images]
+    ents = [labels[scene][stem] for _, scene, stem in images]
+    feats, sizes = _features(cache, paths)
+    cfg.heads.in_dim = feats.shape[-1]
+    heads = PerceptionHeads(cfg.heads, FIELDS, CONTACT_WIDTH)
+    g = int(round(feats.shape[1] ** 0.5))
+    size = g * cfg.heads.upsample
+    hw = sizes[paths[0]]
+    opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    steps = cfg.epochs * math.ceil(len(paths) / cfg.batch_size)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, cfg.lr, total_steps=steps, pct_start=0.1)
+    rng = np.random.default_rng(cfg.seed)
+    history = []
+    t0 = time.time()
+    for epoch in range(cfg.epochs):
+        heads.train()
+        order = rng.permutation(len(paths))
+        sums: dict[str, float] = {}
+        for i in tqdm(range(0, len(order), cfg.batch_size), disable=not progress, desc=f"perception {epoch}"):
+            idx = order[i:i + cfg.batch_size]
+            maps = heads(feats[torch.from_numpy(idx)])
+            terms = perception_loss(heads, maps, _batch_targets([ents[j] for j in idx], size, hw))
+            opt.zero_grad()
+            terms["loss"].backward()
+            opt.step()
+            sched.step()
+            for k, v in terms.items():
+                sums[k] = sums.get(k, 0.0) + float(v.detach())
+        history.append({"epoch": epoch, **{k: v / math.ceil(len(order) / cfg.batch_size) for k, v in sums.items()},
+                        "seconds": round(time.time() - t0, 1)})
+        if progress:
+            print(" ".join(f"{k}={v:.4g}" for k, v in history[-1].items()), flush=True)
+    val_labels = load_entity_labels(bench_dir, "val", allow_eval_splits=True)  # measurement only
+    preds = predict_records(heads, bench_dir, "val", cache)
+    truths = {p: val_labels[scene][stem] for p, scene, stem in split_images(bench_dir, "val")}
+    return heads, perception_figures(preds, truths), history
