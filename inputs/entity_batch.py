@@ -109,6 +109,48 @@ def load_entity_labels(bench_dir: str | Path, split: str, allow_eval_splits: boo
     return out
 
 
+def load_predicted_records(path: str | Path) -> dict[str, list[dict]]:
+    """Image path (relative to its split) -> predicted entity records (``scripts.fit_perception``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; write predicted records with python -m scripts.fit_perception")
+    out = {}
+    with gzip.open(path, "rt") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            out[rec["image"]] = rec["entities"]
+    return out
+
+
+def match_records(pred: list[dict], truth: list[dict], iou: float = 0.5) -> list[tuple[int, int]]:
+    """Greedy matching, by score, of predicted records to true ones of the same kind at IoU >= ``iou``:
+    (pred index, truth index) pairs."""
+    pairs = []
+    for kind in ("person", "object"):
+        order = sorted((i for i, e in enumerate(pred) if e["kind"] == kind), key=lambda i: -pred[i].get("score", 1.0))
+        free = {j for j, t in enumerate(truth) if t["kind"] == kind}
+        for i in order:
+            best = max(free, key=lambda j: _iou(pred[i]["box"], truth[j]["box"]), default=None)
+            if best is not None and _iou(pred[i]["box"], truth[best]["box"]) >= iou:
+                pairs.append((i, best))
+                free.discard(best)
+    return pairs
+
+
+def with_true_ids(pred: dict[str, list[dict]], labels: dict[str, dict]) -> dict[str, list[dict]]:
+    """Predicted records of the train split with the ``id`` of the true entity each matches (-1: none),
+    the targets of the pointer and association losses. ``pred`` keys are ``images/<scene>/<file>``."""
+    out = {}
+    for image, recs in pred.items():
+        scene = Path(image).parent.name
+        truth = labels.get(scene, {}).get(_stem(image), [])
+        recs = [dict(e, id=-1) for e in recs]
+        for i, j in match_records(recs, truth):
+            recs[i]["id"] = int(truth[j]["id"])
+        out[image] = recs
+    return out
+
+
 def _stem(image: str) -> str:
     stem = Path(image).stem
     m = re.match(r"^(.+)_m[0-9a-f]{12}$", stem)
@@ -143,7 +185,8 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
     """Unpadded tensors of one view set of ``sample`` (E entity tokens).
 
     Args:
-        view_ids: the views shown, in order; images: image stem -> entity records of the scene.
+        view_ids: the views shown, in order; images: image path (as the frame names it) or image
+            stem -> entity records (predicted records are keyed by path, the truth by stem).
     Returns:
         ``fields`` (E, F) long class + 1 (0: not shown), ``contact`` (E, CONTACT_WIDTH), ``kind``
         (E,) 0 person / 1 object, ``box`` (E, 4) pixels, ``image_hw`` (E, 2), ``view`` / ``frame``
@@ -174,9 +217,9 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
         has_cam.append(cam is not None)
         for f_idx, frame in enumerate(view.frames):
             stem = _stem(frame.image)
-            if stem not in images:
-                raise KeyError(f"sample {sample.id}: no entity labels for image {frame.image!r} (stem {stem!r})")
-            ents = images[stem]
+            ents = images.get(frame.image, images.get(stem))
+            if ents is None:
+                raise KeyError(f"sample {sample.id}: no entity records for image {frame.image!r} (stem {stem!r})")
             marks = [m for m in sample.marks if m.view_id == vid and abs(m.t - frame.t) < 1e-6]
             mark_of: dict[int, Any] = {}
             framed = [m for m in marks if _frames_image(m.box, hw)]  # a mark that frames the whole image
@@ -189,7 +232,8 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
             for i, e in enumerate(ents):
                 person = e["kind"] == "person"
                 rows["fields"].append([int(e.get(f, -1)) + 1 for f in FIELDS])
-                rows["contact"].append(contact_vector(e.get("contact", [])) if person else [0.0] * CONTACT_WIDTH)
+                rows["contact"].append((e["contact_p"] if "contact_p" in e else contact_vector(e.get("contact", [])))
+                                       if person else [0.0] * CONTACT_WIDTH)
                 rows["kind"].append(0 if person else 1)
                 rows["box"].append([float(x) for x in e["box"]])
                 rows["image_hw"].append(hw)

@@ -78,7 +78,7 @@ def markdown(result: dict) -> str:
                      f"| {fmt(f['necessity_gap'])} | {fmt(f['axis_mean']['spatial'])} / {fmt(f['axis_mean']['temporal'])} "
                      f"| {fmt(f['overall+0'])} | {fmt(d['pointer_precision'])} / "
                      f"{fmt(d['pointer_recall'])} | {fmt(d['association_precision'])} / "
-                     f"{fmt(d['association_recall'])} | {fmt(d['answer_acc_oracle_pointer'])} |")
+                     f"{fmt(d['association_recall'])} | {fmt(d.get('answer_acc_oracle_pointer'))} |")
     lines += ["", "| task | val +0 | test +0 |", "|---|---|---|"]
     for task in result["test"]["figures"]["by_task"]:
         lines.append(f"| {task} | {fmt(result['val']['figures']['by_task'].get(task))} "
