@@ -1,0 +1,73 @@
+"""Perception heads (model/perception.py) and their training pieces (training/perception_fit.py)."""
+from __future__ import annotations
+
+import torch
+
+from bench.synth.entity_labels import FIELDS
+from inputs.entity_batch import CONTACT_WIDTH, match_records, with_true_ids
+from model.perception import PerceptionConfig, PerceptionHeads
+from training.perception_fit import _batch_targets, _targets, focal_loss, perception_figures, perception_loss
+
+PERSON = {"id": 3, "kind": "person", "box": [40.0, 30.0, 80.0, 200.0], "frac": 3, "shirt": 2, "trousers": 1, "hat": 0,
+          "posture": 1, "airborne": 0, "arm_l": 0, "arm_r": -1, "contact": [[0, 1, 2, 1]]}
+BALL = {"id": 11, "kind": "object", "box": [150.0, 150.0, 180.0, 180.0], "object_kind": 1, "object_colour": 4}
+
+
+def _heads():
+    torch.manual_seed(0)
+    return PerceptionHeads(PerceptionConfig(in_dim=16, width=16), FIELDS, CONTACT_WIDTH)
+
+
+def test_targets_put_each_centre_at_one_and_its_box_there():
+    heat, box, where = _targets([PERSON, BALL], 20, (224.0, 224.0))
+    assert heat.shape == (2, 20, 20) and heat.max() == 1.0
+    assert where.sum() == 2
+    iy, ix = [int(i) for i in torch.nonzero(heat[0] == 1)[0]]
+    s = 20 / 224
+    l, t, r, b = box[:, iy, ix].tolist()
+    assert abs((ix + 0.5 - l) - PERSON["box"][0] * s) < 1e-4 and abs((iy + 0.5 + b) - PERSON["box"][3] * s) < 1e-4
+
+
+def test_focal_loss_is_lower_for_the_right_map():
+    target, _, _ = _targets([PERSON], 20, (224.0, 224.0))
+    good = torch.where(target[None] == 1, torch.tensor(4.0), torch.tensor(-4.0))
+    assert focal_loss(good, target[None]) < focal_loss(torch.zeros_like(good), target[None])
+
+
+def test_decode_gives_records_in_the_label_format():
+    heads = _heads().eval()
+    maps = heads(torch.randn(2, 100, 16))
+    maps["heat"] = torch.full_like(maps["heat"], -10.0)
+    maps["heat"][0, 0, 5, 6] = 5.0  # one person in image 0
+    recs = heads.decode(maps, (224.0, 224.0))
+    assert [len(r) for r in recs] == [1, 0]
+    rec = recs[0][0]
+    assert rec["kind"] == "person" and rec["id"] == -1 and len(rec["box"]) == 4
+    assert all(-1 <= rec[f] < FIELDS[f] for f in ("shirt", "posture", "airborne", "arm_l"))
+    assert len(rec["contact_p"]) == CONTACT_WIDTH
+
+
+def test_loss_terms_are_finite_and_train():
+    heads = _heads()
+    feats = torch.randn(2, 100, 16)
+    targets = _batch_targets([[PERSON, BALL], [PERSON]], 20, (224.0, 224.0))
+    opt = torch.optim.Adam(heads.parameters(), 1e-2)
+    first = None
+    for _ in range(30):
+        terms = perception_loss(heads, heads(feats), targets)
+        assert all(torch.isfinite(v) for v in terms.values())
+        opt.zero_grad()
+        terms["loss"].backward()
+        opt.step()
+        first = first if first is not None else float(terms["loss"].detach())
+    assert float(terms["loss"].detach()) < first
+
+
+def test_matching_and_figures():
+    pred = [dict(PERSON, id=-1, score=0.9, shirt=2), dict(BALL, id=-1, score=0.8, box=[0.0, 0.0, 10.0, 10.0])]
+    assert match_records(pred, [PERSON, BALL]) == [(0, 0)]
+    figs = perception_figures({"a": pred}, {"a": [PERSON, BALL]})
+    assert figs["person_recall"] == 100.0 and figs["object_recall"] == 0.0 and figs["object_precision"] == 0.0
+    assert figs["shirt_accuracy"] == 100.0
+    ids = with_true_ids({"images/s000001/cam0_m0123456789ab.png": pred}, {"s000001": {"cam0": [PERSON, BALL]}})
+    assert [e["id"] for e in ids["images/s000001/cam0_m0123456789ab.png"]] == [3, -1]
