@@ -50,6 +50,7 @@ _LEADING = re.compile(r"^\s*[\(\[]?([A-Za-z])(?:[\)\]\.:]|[ \t]+-)(?=\s|$)")
 _OPENING_ALONE = re.compile(r"(?:[ \t]+(?:people|persons|person|times|objects|items))?[ \t]*(?:$|\n|[(.,;:\-–—])")
 # "The first and the second image both ...": two candidates joined right before "both" (not "they both").
 _JOINED_BEFORE = re.compile(r"\b(?:and|or)\s+(?![^,;.]*\b(?:they|these|those|we|it)\s*$)[^,;.]{1,30}$", re.IGNORECASE)
+_DESCRIPTIVE_BOTH = re.compile(r"both\s+(?:\w+ly\s+)?(?:look|seem|appear|share|have|show)")
 SHORT_ANSWER_WORDS = 20  # an option text counts anywhere only in answers this short
 SHORT_OPENING_WORDS = 12  # an option text that opens an answer counts when its first sentence is this short
 
@@ -95,10 +96,11 @@ def _listed(text: str, statements: list) -> bool:
 
 
 def _equals_options(text: str, m: re.Match, index: OptionIndex) -> bool:
-    """"both ..." gives options as equals only when its sentence names two ("Both A and C fit"),
-    not in "Both show a red barn" (the chosen image and the reference)."""
-    if not m.group(0).lower().startswith("both"):
-        return True
+    """Descriptive "both ..." and "either ... or" give options as equals only when their sentence names
+    two ("Both A and C look real", "either A or C"): not "Both show a red barn", "either edited or staged"."""
+    found = m.group(0).lower()
+    if not (found.startswith("either") or _DESCRIPTIVE_BOTH.match(found)):
+        return True  # "could be either", "equally", "both are plausible"
     s, e = next(((s, e) for s, e in sentences(text) if s <= m.start() < e), (0, len(text)))
     return len(_letters(index.mentions(text, s, e))) > 1 or bool(_JOINED_BEFORE.search(text[s:m.start()]))
 

@@ -125,6 +125,16 @@ def _option_pattern(option: str) -> re.Pattern | None:
     return re.compile(before + head + body + after, re.IGNORECASE)
 
 
+# Between a subject letter and its predicate: an aside in commas, then linking words only
+# ("point A, which is on the car, is clearly closer", "B appears to be slightly darker").
+_SUBJECT_GAP = (r"(?:[ \t]*,[^,.;:\n]{1,60},|[ \t]+(?:which|that|who)[ \t][^,.;:\n]{1,60}?(?=[ \t]+(?:is|appears|seems|looks"
+                r"|would|has)\b))?(?:[ \t]+(?:is|are|was|were|has|have|had|appears?|seems?|looks?|to|be|being|been|would"
+                r"|should|must|may|might|could|will|indeed|clearly|definitely|certainly|actually|also|likely|probably|possibly"
+                r"|physically|slightly|much|significantly|noticeably|visibly|relatively|somewhat|considerably|even|a|an|bit"
+                r"|little|lot|more|far|the|one|that's|standing|sitting|lying|positioned|located|situated|placed|in|fact"
+                r"|surface|color|colour|albedo))*[ \t]+")
+
+
 def _subject_patterns(options: list[str]) -> list[tuple[int, re.Pattern]]:
     """Options that differ only in their subject letter ("A is closer" / "B is closer") are also named
     by that letter as the subject of their shared predicate: "point A appears to be closer", "A, which
@@ -140,12 +150,9 @@ def _subject_patterns(options: list[str]) -> list[tuple[int, re.Pattern]]:
         rivals = [x[0] for j, x in enumerate(shapes) if j != i and x is not None and x[1] == shape[1] and x[0] != shape[0]]
         if not rivals:
             continue
-        stop = "|".join(rivals)
-        gap = (rf"(?:(?!(?-i:\b(?:{stop})\b)|\b(?:than|not|never|no|nor|neither|unlike|compared)\b|n't)"
-               r"[^.!?\n;]){0,60}?")
+        gap = _SUBJECT_GAP
         body = r"[\W_]+".join(_word_pattern(t) for t in re.findall(r"[^\W_]+", shape[1]))
-        pattern = (rf"(?<![A-Za-z0-9'])(?-i:{shape[0]})(?=[\s,)\]\"']+(?:{'|'.join(sorted(_AFTER_LETTER_WORDS))})\b"
-                   rf"|[,)\]\"'])" + gap + rf"\b{body}{_ASCII_AFTER}")
+        pattern = rf"(?<![A-Za-z0-9'])(?-i:{shape[0]})[\"')\]]?" + gap + rf"\b{body}{_ASCII_AFTER}"
         out.append((i, re.compile(pattern, re.IGNORECASE)))
     return out
 
@@ -165,6 +172,7 @@ class OptionIndex:
     def __init__(self, options: list[str]):
         self.letters = LETTERS[: len(options)]
         self.norms = [_norm(o) for o in options]
+        self.longest = 3 * max((len(o) for o in options), default=0) + 40
         # Longest first: "left hand" claims its span before "left".
         order = sorted(range(len(options)), key=lambda i: -len(self.norms[i]))
         self.patterns = [(self.letters[i], p) for i in order if (p := _option_pattern(options[i])) is not None]
@@ -184,8 +192,10 @@ class OptionIndex:
     def whole(self, text: str) -> str | None:
         """The letter whose option text is the whole answer ("3", "Right hand", "②"), or whose
         option word in another language opens it on its own ("左", "はい、...", "Nein.")."""
-        norm = _norm(text)
-        hits = [self.letters[i] for i, n in enumerate(self.norms) if n and n == norm]
+        hits = []
+        if len(text) <= self.longest:  # a long answer is no option text (and _norm of it is slow)
+            norm = _norm(text)
+            hits = [self.letters[i] for i, n in enumerate(self.norms) if n and n == norm]
         if not hits and self.foreign:
             hits = [letter for letter, pattern in self.foreign if pattern.match(text)]
         return hits[0] if len(hits) == 1 else None

@@ -87,6 +87,7 @@ class Sentence:
     cue: bool  # its main clause follows a conclusion cue ("so", "therefore", "based on this")
     evaluative: bool  # it judges ("most similar", "closer"), not only describes
     named: list[str]  # every option it names
+    main: int = 0  # where its main clause starts
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def classify(text: str, s: int, e: int, index: OptionIndex) -> Sentence | None:
     if _negative(text, index, main_start, main_end if set(side) - {letter} else e, letter):
         return Sentence(s, e, "reject", letter, cue, evaluative, named)
     role = "compare" if any(x != letter for x in side) else "assert"
-    return Sentence(s, e, role, letter, cue, evaluative, named)
+    return Sentence(s, e, role, letter, cue, evaluative, named, main_start)
 
 
 def _spans(text: str, start: int) -> list[tuple[int, int]]:
@@ -236,6 +237,12 @@ def _same_run(claim: Sentence, later: list[Sentence]) -> list[Sentence]:
     return run
 
 
+def _rejects(text: str, r: Sentence, index: OptionIndex) -> bool:
+    """A negative judgement follows the option in its sentence ("..., which is a different setting")."""
+    first = next((m for m in index.mentions(text, r.main, r.end) if m.letter == r.letter), None)
+    return first is not None and bool(_NEGATIVE.search(text, first.end, r.end))
+
+
 def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
     """The option the answer text[start:] asserts, by its claim and its conclusion.
 
@@ -246,26 +253,30 @@ def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
     roles = [r for s, e in spans if (r := classify(text, s, e, index)) is not None and not _echo(text, s, e, index)]
     if not roles or (len(spans) == 1 and not (start or roles[0].cue)):
         return None  # a one-sentence answer: the lone-mention rules read it first (see read_sentence)
-    listed = {r.start for r in roles if _in_option_list(text, r.start, index)}
-    claim = next((r for r in roles if (r.role == "assert" or (r.role == "compare" and r.cue)) and r.start not in listed),
-                 None)
-    last = roles[-1]
+
+    def asserts(r: Sentence) -> bool:
+        if r.role == "compare":
+            return r.cue  # "so A is closer, while B ..."
+        return r.role == "assert" and (r.cue or not _rejects(text, r, index))
+
+    claim = next((r for r in roles if asserts(r) and not _in_option_list(text, r.start, index)), None)
+    # The conclusion: the last sentence that asserts an option, when it closes the answer.
+    last = next((r for r in reversed(roles) if asserts(r)), None)
     conclusion = None
-    closing = last.cue or last.start >= spans[max(0, len(spans) - 3)][0]  # a conclusion closes the answer
-    if ((last.role == "assert" or (last.role == "compare" and last.cue)) and closing
-            and not EQUAL.search(text, last.start, last.end)):
+    if (last is not None and (last.cue or (last.start >= spans[max(0, len(spans) - 3)][0] and not any(
+            r.role == "contrast" and set(r.named) - {last.letter} for r in roles if r.start > last.start)))
+            and not EQUAL.search(text, last.start, last.end) and not _in_option_list(text, last.start, index)):
         conclusion = last.letter
-        if _in_option_list(text, last.start, index):
-            conclusion = None
-        elif len(roles) > 1 and (not last.cue or roles[-2].cue):
-            prev = roles[-2]
+        i = roles.index(last)
+        if i > 0 and (not last.cue or roles[i - 1].cue):
+            prev = roles[i - 1]
             if ((prev.letter not in (None, last.letter) and prev.role in ("assert", "reject", "compare")
                     and _shape(text, prev.start, index) == _shape(text, last.start, index))
                     or _said_of_another(text, last, roles, index)):
                 conclusion = None  # "Point A is on the table. Point B is on the wall."
     if claim is None:
         if conclusion is None:
-            return Stance(None, "conflict") if any(r.role == "assert" for r in roles) else None
+            return Stance(None, "conflict") if any(asserts(r) for r in roles) else None
         return Stance(conclusion, "closing")
     if conclusion == claim.letter:
         return Stance(conclusion, "claim" if last is claim else "closing")
@@ -273,13 +284,9 @@ def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
     # ("Box A fits most closely"); otherwise it may be one description of a series.
     later = [r for r in roles if r.start > claim.start]
     strong = claim.cue or (claim.start == spans[0][0] and any(r.evaluative for r in _same_run(claim, later)))
-    others = [r for r in later if r.role == "assert" and r.letter != claim.letter and not r.cue
-              and not _NEGATIVE.search(text, r.start, r.end)]
-    if others:
+    if any(asserts(r) and r.letter != claim.letter and not r.cue for r in later):
         # One of a series of descriptions ("Point A is ... Point B is ..."): the conclusion decides.
-        if strong or conclusion is None:
-            return Stance(None, "conflict")
-        return Stance(conclusion, "closing")
+        return Stance(conclusion, "closing") if conclusion and not strong else Stance(None, "conflict")
     if conclusion is None:
         # A descriptive claim counts only when it opens the answer and no option is contrasted with it.
         opening = claim.start in (s for s, _ in spans[:2])

@@ -37,7 +37,7 @@ _COPULA = (r"(?:[ \t]*,?[ \t]*(?:is|was|would\s+be|should\s+be|will\s+be|must\s+
            r"|[ \t]*(?:应该是|應該是|就是|是|为|為|は|은|는|：)|(?=[ \t]*[\(\[])|[ \t]*(?=\n))[ \t]*:?")
 _MARKER = re.compile(rf"(?:{_NOUN}|{_NOUN_OTHER}){_GAP}{_COPULA}", re.IGNORECASE)
 # "... is:" at a line end, then the value on the next line ("the most likely real photograph is:\n(A) ...").
-_COLON_LINE = re.compile(r"\b(?:is|would\s+be|will\s+be|as\s+follows)[ \t]*:[ \t]*(?=\n)", re.IGNORECASE)
+_COLON_LINE = re.compile(r"\b(?:is|would\s+be|will\s+be|should\s+be|as\s+follows)[ \t]*:[ \t]*(?=\n)", re.IGNORECASE)
 _CHOICE = re.compile(
     r"(?<![A-Za-z'])(?:(?:i|we)\s+(?:would\s+|will\s+|'d\s+|'ll\s+|should\s+|must\s+|shall\s+|can\s+)?"
     r"(?:definitely\s+|rather\s+)?"
