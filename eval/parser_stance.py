@@ -73,6 +73,7 @@ _COUNT = re.compile(
     r"|exactly\s+|a\s+total\s+of\s+)?(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s+\w+", re.IGNORECASE)
 _HEADING = re.compile(r"[\s\-•>#*]*(?:\d+[.)]\s*)?")
 _ANY_LABEL = re.compile(r"[ \t]*(?:[-•][ \t]*)?[\(\[]?[A-Z][\)\]\.:][ \t]")
+_ASIDE = re.compile(r"[ \t]*(?:\([^()\n]{0,40}\))?[ \t]*,[^,.;:\n]{1,80},")
 _CLAUSE_END = re.compile(r"[,;:]|\s(?:because|since|as|which|who|where|and\s+(?:it|this|that)|indicating|suggesting"
                          r"|making|meaning)\b", re.IGNORECASE)
 
@@ -110,7 +111,10 @@ def _negative(text: str, index: OptionIndex, a: int, b: int, letter: str) -> boo
     first = next((m for m in index.mentions(text, a, b) if m.letter == letter), None)
     if first is None:
         return False
-    end = _CLAUSE_END.search(text, first.end, b)
+    pos = first.end
+    if aside := _ASIDE.match(text, pos, b):  # "The third image, which is a painting of a crowd, does not ..."
+        pos = aside.end()
+    end = _CLAUSE_END.search(text, pos, b)
     return bool(_NEGATIVE.search(text, first.end, end.start() if end else b))
 
 
@@ -238,9 +242,16 @@ def _same_run(claim: Sentence, later: list[Sentence]) -> list[Sentence]:
 
 
 def _rejects(text: str, r: Sentence, index: OptionIndex) -> bool:
-    """A negative judgement follows the option in its sentence ("..., which is a different setting")."""
+    """What the sentence goes on to say of its option is negative ("..., which is a different setting",
+    "..., but does not enclose the laptop"); a negation of another option ("not the second image") is not."""
     first = next((m for m in index.mentions(text, r.main, r.end) if m.letter == r.letter), None)
-    return first is not None and bool(_NEGATIVE.search(text, first.end, r.end))
+    if first is None:
+        return False
+    for neg in _NEGATIVE.finditer(text, first.end, r.end):
+        after = re.compile(r"[\s(\[]*(?:the\s+|option\s+|choice\s+)?").match(text, neg.end()).end()
+        if not (index.text_at(text, after) or re.compile(r"[A-Z](?![A-Za-z0-9])").match(text, after)):
+            return True
+    return False
 
 
 def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
