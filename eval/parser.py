@@ -40,9 +40,10 @@ from dataclasses import dataclass
 
 from bench.constants import LETTERS
 from eval.parser_options import Mention, OptionIndex
-from eval.parser_stance import read_sentence, read_stance
+from eval.parser_stance import conclusion_after, read_sentence, read_stance
 from eval.parser_statements import find_statements, joined_as_list, list_letter
-from eval.parser_text import BOILERPLATE, CONCLUSION, EQUAL, HEDGE, OVERRIDE, REFUSAL, clean, sentences, words
+from eval.parser_text import (BOILERPLATE, CONCLUSION, EQUAL, HEDGE, OVERRIDE, REFUSAL, TENTATIVE, clean, sentences,
+                              words)
 
 _BARE = re.compile(r"^[\s\(\[\{\"'<]*([A-Za-z])[\s\)\]\}\"'>\.:,;!]*$")
 _LEADING = re.compile(r"^\s*[\(\[]?([A-Za-z])(?:[\)\]\.:]|[ \t]+-)(?=\s|$)")
@@ -50,21 +51,51 @@ _LEADING = re.compile(r"^\s*[\(\[]?([A-Za-z])(?:[\)\]\.:]|[ \t]+-)(?=\s|$)")
 _OPENING_ALONE = re.compile(r"(?:[ \t]+(?:people|persons|person|times|objects|items))?[ \t]*(?:$|\n|[(.,;:\-–—])")
 # "The first and the second image both ...": two candidates joined right before "both" (not "they both").
 _JOINED_BEFORE = re.compile(r"\b(?:and|or)\s+(?![^,;.]*\b(?:they|these|those|we|it)\s*$)[^,;.]{1,30}$", re.IGNORECASE)
+_LETTER_MASK = re.compile(r"(?<![a-z0-9])[a-e](?![a-z0-9])")
+_CORRECTION = re.compile(r"(?i)\b(?:wait|actually|correction|instead|mistake|on\s+second\s+thought|re-?consider\w*)\b")
 _DESCRIPTIVE_BOTH = re.compile(r"both\s+(?:\w+ly\s+)?(?:look|seem|appear|share|have|show)")
 SHORT_ANSWER_WORDS = 20  # an option text counts anywhere only in answers this short
 SHORT_OPENING_WORDS = 12  # an option text that opens an answer counts when its first sentence is this short
 
 
+# How sure a read is: the answer states the option, only mentions it, or the read is a guess
+# (a tentative or hedged answer, or another model's reading of it); "none" when nothing was read.
+STATEMENT, MENTION, GUESS, NONE = "statement", "mention", "guess", "none"
+CONFIDENCES = (STATEMENT, MENTION, GUESS, NONE)
+_METHOD_CONFIDENCE = {"letter": STATEMENT, "marker": STATEMENT, "choice": STATEMENT, "leading": STATEMENT,
+                      "claim": STATEMENT, "closing": STATEMENT, "scores": STATEMENT, "label": MENTION,
+                      "option_text": MENTION, "mention": MENTION, "fallback": GUESS, "failed": NONE}
+
+
+def method_confidence(method: str) -> str:
+    """The confidence a rule's reads have unless the answer hedges (prediction lines without one)."""
+    return _METHOD_CONFIDENCE.get(method, MENTION)
+
+
 @dataclass(frozen=True)
 class ParseResult:
-    """The letter read from an answer (None when ``failed``) and the rule that read it."""
+    """The letter read from an answer (None when ``failed``), the rule that read it and how sure the
+    read is (``confidence``: statement | mention | guess | none; by default the rule's own)."""
     letter: str | None
-    # letter | marker | choice | leading | closing | label | option_text | mention | scores | fallback | failed
+    # letter | marker | choice | leading | claim | closing | label | option_text | mention | scores
+    # | fallback | failed
     method: str
     failed: bool
+    confidence: str = ""
+
+    def __post_init__(self):
+        if not self.confidence:
+            object.__setattr__(self, "confidence", NONE if self.failed else method_confidence(self.method))
 
 
 FAILED = ParseResult(None, "failed", True)
+
+
+def _confidence(text: str, pos: int, start: int, sure: str) -> str:
+    """``sure``, or a guess when the answer hedged before (``start`` > 0) or words the read sentence
+    tentatively ("might be", "if I had to choose")."""
+    s, e = next(((s, e) for s, e in sentences(text) if s <= pos < e), (pos, len(text)))
+    return GUESS if start or TENTATIVE.search(text, s, e) else sure
 
 
 def _leading(text: str, index: OptionIndex) -> str | None:
@@ -93,6 +124,19 @@ def _listed(text: str, statements: list) -> bool:
     between = text[text.find("\n", a):line_b] if "\n" in text[a:b] else None
     return (between is not None and not between.strip() and text[line_a:a].strip() != ""
             and text[line_a:a].strip().lower() == text[line_b:b].strip().lower())
+
+
+def _verdicts(text: str, statements: list) -> bool:
+    """The statements give one verdict per option ("so the answer is (B). ... so the answer is (C)."):
+    three letters or more, or the last two alike word for word but for their letters."""
+    letters = {st.letter for st in statements if st.letter}
+    if len(letters) > 2:
+        return True
+    if len(statements) < 2 or statements[-2].letter in (None, statements[-1].letter):
+        return False
+    a, b = (_LETTER_MASK.sub("<L>", " ".join(text[max(0, st.start - 80):st.start].lower().split()))[-40:]
+            for st in statements[-2:])
+    return a == b and not _CORRECTION.search(text, statements[-2].start, statements[-1].start)
 
 
 def _equals_options(text: str, m: re.Match, index: OptionIndex) -> bool:
@@ -179,6 +223,9 @@ def _anywhere(text: str, start: int, index: OptionIndex) -> ParseResult:
     if joined_as_list(text, mentions):
         return FAILED
     labels, texts, bares = _letters(mentions, "label"), _letters(mentions, "text"), _letters(mentions, "bare")
+    if any(a.kind == "label" and b.kind == "text" and a.letter != b.letter and not text[a.end:b.start].strip(" \t:.-")
+           for a, b in zip(mentions, mentions[1:])):
+        return FAILED  # "(A) the third image" with options second / third image: letter and text disagree
     if len(labels) == 1:
         return ParseResult(labels.pop(), "label", False)
     if labels:
@@ -196,6 +243,11 @@ def _anywhere(text: str, start: int, index: OptionIndex) -> ParseResult:
     if len(bares) == 1 and texts <= bares:
         return ParseResult(bares.pop(), "mention", False)
     return FAILED
+
+
+def lone_pos(text: str, start: int) -> int:
+    """Where the part the lone-mention rules read starts (its first non-blank character)."""
+    return len(text) - len(text[start:].lstrip()) if text[start:].strip() else start
 
 
 def parse_answer(text: str | None, options: list[str]) -> ParseResult:
@@ -218,15 +270,17 @@ def parse_answer(text: str | None, options: list[str]) -> ParseResult:
         return ParseResult(m.group(1).upper(), "letter", False)
     whole = index.whole(text)
     if whole:
-        return ParseResult(whole, "option_text", False)
+        return ParseResult(whole, "option_text", False, STATEMENT)
     start = 0
     statements = find_statements(text, index)
     if statements:
         last = statements[-1]
-        if last.letter and _listed(text, statements):
-            return FAILED  # "Select (A) the second image\nSelect (B) the third image"
+        if last.letter and (_listed(text, statements) or _verdicts(text, statements)):
+            return FAILED  # "Select (A) the second image\nSelect (B) the third image"; one verdict per option
         if last.letter:
-            return ParseResult(last.letter, last.kind, False)
+            if conclusion_after(text, last.end, index) not in (None, last.letter):
+                return FAILED  # "Answer: A ... Therefore, Box B fits better."
+            return ParseResult(last.letter, last.kind, False, _confidence(text, last.start, 0, "statement"))
         # Listed candidates: only a conclusion after the list can answer.
         turn = [c.end() for pat in (OVERRIDE, CONCLUSION) for c in pat.finditer(text, last.end)]
         if not turn:
@@ -235,17 +289,21 @@ def parse_answer(text: str | None, options: list[str]) -> ParseResult:
     else:
         letter = _leading(text, index)
         if letter:
-            return ParseResult(letter, "leading", False)
+            return ParseResult(letter, "leading", False, _confidence(text, 0, 0, STATEMENT))
     after = _after_doubt(text[start:], index)
     if after is None:
         return FAILED
     start += after
     stance = read_stance(text, start, index)
     if stance is not None:
-        return FAILED if stance.letter is None else ParseResult(stance.letter, stance.method, False)
+        if stance.letter is None:
+            return FAILED
+        return ParseResult(stance.letter, stance.method, False, _confidence(text, stance.pos, start, STATEMENT))
     lone = _anywhere(text, start, index)
-    if lone.failed and (letter := read_sentence(text, start, index)):
-        return ParseResult(letter, "claim", False)
+    if not lone.failed:
+        return ParseResult(lone.letter, lone.method, False, _confidence(text, lone_pos(text, start), start, MENTION))
+    if letter := read_sentence(text, start, index):
+        return ParseResult(letter, "claim", False, _confidence(text, lone_pos(text, start), start, STATEMENT))
     return lone
 
 

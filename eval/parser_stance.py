@@ -73,6 +73,9 @@ _COUNT = re.compile(
     r"|exactly\s+|a\s+total\s+of\s+)?(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s+\w+", re.IGNORECASE)
 _HEADING = re.compile(r"[\s\-•>#*]*(?:\d+[.)]\s*)?")
 _ANY_LABEL = re.compile(r"[ \t]*(?:[-•][ \t]*)?[\(\[]?[A-Z][\)\]\.:][ \t]")
+# "The second image also ...", "Additionally, ...": one more description, not a conclusion.
+_ADDITION = re.compile(r"[\s\-•>*]*(?:also|additionally|moreover|furthermore|in\s+addition)\b|[^,.;:\n]{0,40}?"
+                       r"\b(?:image|picture|point|box|option|one)\b(?:\s*\([^()\n]{0,20}\))?\s+also\b", re.IGNORECASE)
 _ASIDE = re.compile(r"[ \t]*(?:\([^()\n]{0,40}\))?[ \t]*,[^,.;:\n]{1,80},")
 _CLAUSE_END = re.compile(r"[,;:]|\s(?:because|since|as|which|who|where|and\s+(?:it|this|that)|indicating|suggesting"
                          r"|making|meaning)\b", re.IGNORECASE)
@@ -96,6 +99,7 @@ class Stance:
     """The option an answer asserts (None: it cannot tell, or its claim and conclusion disagree)."""
     letter: str | None
     method: str  # claim | closing | conflict
+    pos: int = 0  # where the sentence that decided starts
 
 
 def _letters(index: OptionIndex, text: str, a: int, b: int) -> list[str]:
@@ -274,7 +278,8 @@ def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
     # The conclusion: the last sentence that asserts an option, when it closes the answer.
     last = next((r for r in reversed(roles) if asserts(r)), None)
     conclusion = None
-    if (last is not None and (last.cue or (last.start >= spans[max(0, len(spans) - 3)][0] and not any(
+    if (last is not None and (last.cue or (last.start >= spans[max(0, len(spans) - 3)][0] and not _ADDITION.match(
+            text, last.start, last.end) and not any(
             r.role == "contrast" and set(r.named) - {last.letter} for r in roles if r.start > last.start)))
             and not EQUAL.search(text, last.start, last.end) and not _in_option_list(text, last.start, index)):
         conclusion = last.letter
@@ -288,22 +293,33 @@ def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
     if claim is None:
         if conclusion is None:
             return Stance(None, "conflict") if any(asserts(r) for r in roles) else None
-        return Stance(conclusion, "closing")
+        return Stance(conclusion, "closing", last.start)
     if conclusion == claim.letter:
-        return Stance(conclusion, "claim" if last is claim else "closing")
+        return Stance(conclusion, "claim" if last is claim else "closing", last.start)
     # A claim states the choice when it concludes ("so ...") or opens the answer with a judgement
     # ("Box A fits most closely"); otherwise it may be one description of a series.
     later = [r for r in roles if r.start > claim.start]
     strong = claim.cue or (claim.start == spans[0][0] and any(r.evaluative for r in _same_run(claim, later)))
     if any(asserts(r) and r.letter != claim.letter and not r.cue for r in later):
         # One of a series of descriptions ("Point A is ... Point B is ..."): the conclusion decides.
-        return Stance(conclusion, "closing") if conclusion and not strong else Stance(None, "conflict")
+        return Stance(conclusion, "closing", last.start) if conclusion and not strong else Stance(None, "conflict")
     if conclusion is None:
         # A descriptive claim counts only when it opens the answer and no option is contrasted with it.
         opening = claim.start in (s for s, _ in spans[:2])
         if strong or (opening and not any(r.role == "contrast" and set(r.named) - {claim.letter} for r in later)):
-            return Stance(claim.letter, "claim")
+            return Stance(claim.letter, "claim", claim.start)
         return Stance(None, "conflict")
     if last.cue and not strong:
-        return Stance(conclusion, "closing")
+        return Stance(conclusion, "closing", last.start)
     return Stance(None, "conflict")
+
+
+def conclusion_after(text: str, pos: int, index: OptionIndex) -> str | None:
+    """The option a concluding sentence ("Therefore, Box B ...") after ``pos`` asserts, if one does."""
+    found = None
+    for s, e in _spans(text, pos):
+        r = classify(text, s, e, index)
+        if r is not None and r.cue and r.evaluative and r.role in ("assert", "compare"):
+            found = r.letter
+    return found
+

@@ -48,7 +48,8 @@ _CHOICE = re.compile(
     r"|\bescolho\b|\bвыбираю\b|我(?:会|會)?(?:选择|選擇|选|選)|应该?选|應該?選|选择|選擇", re.IGNORECASE)
 _CHOICE_TAIL = re.compile(r"[ \t]*[:\-]?[ \t]*")
 _REVERSE_TAIL = re.compile(
-    r"[\)\]\"'\s]*,?\s*(?:is|would\s+be|should\s+be|must\s+be|seems\s+to\s+be|appears\s+to\s+be|remains)\s+"
+    r"[\)\]\"'\s]*(?:\s+(?:in|of|from|among)\s+the\s+(?:options|choices|list))?,?\s*"
+    r"(?:is|would\s+be|should\s+be|must\s+be|seems\s+to\s+be|appears\s+to\s+be|remains)\s+"
     r"(?:clearly\s+|indeed\s+|definitely\s+|also\s+)?(?:the\s+|my\s+|our\s+)?"
     r"(?:(?:most\s+likely|most\s+probably|most\s+probable|clearly|definitely|indeed|only|final|single)\s+)*"
     r"(?:correct\b|right\b(?!\s+(?:next|behind|in|above|below|of|side|hand|edge|corner|there|here|at|on|under|beside|to"
@@ -57,7 +58,7 @@ _REVERSE_TAIL = re.compile(
     r"|\s*(?:是正确|是正確|正确|正確|是对的|が正解|が正しい|を選|가\s*정답|이\s*정답|이\s*맞)", re.IGNORECASE)
 _NOT_BEFORE = re.compile(r"(?i)(?:\bnot|n't|\bnever)\s+(?:\w+\s+)?\Z")
 _IF_BEFORE = re.compile(r"(?i)\b(?:if|whether|assuming|suppose|unless)\b[^.,;:\n]*\Z")
-_GAP_BAD = re.compile(r"(?i)\b(?:whether|if|depends?|unless|neither|nor|none)\b")
+_GAP_BAD = re.compile(r"(?i)\b(?:whether|if|depends?|unless|neither|nor|none|not|never)\b|n't\b")
 
 _FILLER = re.compile(r"[\s\"'\-–—:>]*(?:(?:the|la|le|l'|el|die|der|das|il|lo)\s*)?"
                      r"(?:(?:correct|right|best|final)\s+(?=option|choice|letter|answer))?"

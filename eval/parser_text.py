@@ -99,6 +99,12 @@ HEDGE = _cue(
 REFUSAL = _cue(r"\bI'?m\s+sorry", r"\bI\s+am\s+sorry", r"\bI\s+apologi[sz]e", r"\bas\s+an\s+AI\b",
                r"\b(?:do\s+not|don't)\s+feel\s+comfortable", r"\bI\s+(?:can\s*not|can't)\s+(?:assist|help\s+with)")
 
+# A choice made tentatively: the read is a guess.
+TENTATIVE = _cue(r"\b(?:might|may|possibly|perhaps|probably|could\s+be|educated\s+guess|best\s+guess|my\s+guess"
+                 r"|if\s+I\s+(?:had|have|were)\s+to|tentative\w*|speculat\w*|not\s+(?:entirely\s+|completely\s+)?"
+                 r"(?:sure|certain))\b", r"可能|也许|大概|かもしれ|おそらく|아마", r"\bpeut-être\b", r"\bquizás?\b",
+                 r"\bvielleicht\b", r"\btalvez\b", r"\bвозможно\b")
+
 # Several candidates given as equals ("both look", "either ... or", "equally likely").
 EQUAL = _cue(
     r"\bboth\s+(?:\w+ly\s+)?"
