@@ -6,6 +6,7 @@ label things rather than options ("image (C)", "point A" when no option is "Poin
 """
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -26,8 +27,8 @@ THING = ("|".join(f"{w}s?" for w in _THING_STEMS) + r"|box(?:es)?|labell?ed|mark
          r"|图片|圖片|图像|圖像|图|圖|画像|이미지|그림|imagen|bild|immagine|imagem|изображение|точка")
 _PLURAL_THING = "|".join(f"{w}s" for w in _THING_STEMS) + "|boxes"
 _THING_BEFORE = re.compile(
-    rf"(?i:\b(?:{THING}))[ \t]*[\(\[\"']?[ \t]*\Z"
-    rf"|(?i:\b(?:{_PLURAL_THING}|labell?ed|marked|named|called))[ \t]*,?[ \t]*[\(\[]?[ \t]*"
+    rf"(?i:\b(?:{THING}))(?:[ \t]+as)?[ \t]*[\(\[\"']?[ \t]*\Z"
+    rf"|(?i:\b(?:{_PLURAL_THING}|(?:labell?ed|marked|named|called)(?:[ \t]+as)?))[ \t]*,?[ \t]*[\(\[]?[ \t]*"
     r"(?:[\"']?[A-Z][\"']?[\)\]]?[ \t]*(?:,|and|or|&|/)[ \t]*(?:and[ \t]+|or[ \t]+)?[\(\[\"']?[ \t]*)+\Z")
 _IMAGE_NOUNS = r"images?|pictures?|photos?|photographs?|img"
 _ORDINALS = "first second third fourth fifth sixth seventh eighth".split()
@@ -187,7 +188,7 @@ class OptionIndex:
         self.foreign = [(self.letters[i], re.compile(rf"\s*(?:{OPTION_WORDS[n]})(?:[.!。！,，、;；:：]|\s*$|[ \t]*\n)",
                                                      re.IGNORECASE))
                         for i, n in enumerate(self.norms) if n in OPTION_WORDS]
-        self._memo: dict[tuple[str, int, int], list[Mention]] = {}
+        self._memo: dict[str, list[Mention]] = {}
 
     def whole(self, text: str) -> str | None:
         """The letter whose option text is the whole answer ("3", "Right hand", "②"), or whose
@@ -209,12 +210,24 @@ class OptionIndex:
         return None
 
     def mentions(self, text: str, start: int = 0, end: int | None = None) -> list[Mention]:
-        """Every non-negated mention of an option in text[start:end], in order of position."""
+        """Every non-negated mention of an option that lies within text[start:end], in order of position.
+
+        The answer is searched once; a span gets the mentions that lie inside it.
+        """
+        if text not in self._memo:  # the rules ask for many spans of one answer
+            self._memo[text] = self._find(text, 0)
+        found = self._memo[text]
         end = len(text) if end is None else end
-        key = (text, start, end)
-        if key not in self._memo:  # the rules ask for the same spans of one answer several times
-            self._memo[key] = self._find(text[:end], start)
-        return self._memo[key]
+        if start <= 0 and end >= len(text):
+            return found
+        lo = bisect.bisect_left(found, start, key=lambda m: m.start)
+        out = []
+        for m in found[lo:]:
+            if m.start >= end:
+                break
+            if m.end <= end:
+                out.append(m)
+        return out
 
     def _find(self, seg: str, start: int) -> list[Mention]:
         found: list[Mention] = []
@@ -308,7 +321,7 @@ def _pair_labels_with_texts(found: list[Mention], text: str) -> list[Mention]:
     out: list[Mention] = []
     for m in found:
         prev = out[-1] if out else None
-        if prev is not None and re.fullmatch(r"[\s.:)\-]*", text[prev.end:m.start]):
+        if prev is not None and re.fullmatch(r"[ \t.:)\-]*", text[prev.end:m.start]):
             if prev.kind == "label" and m.kind == "text" and m.letter == prev.letter:
                 out[-1] = Mention(prev.letter, "label", prev.start, m.end)
                 continue

@@ -176,8 +176,8 @@ def _spans(text: str, start: int) -> list[tuple[int, int]]:
 def _shape(text: str, s: int, index: OptionIndex) -> str:
     """How a sentence opens: its first word, or "<option>" when an option opens it."""
     m = re.compile(r"[\s\-•>(\[]*(?:\d+[.)]\s*)?").match(text, s)
-    first = index.mentions(text, m.end(), min(len(text), m.end() + 80))
-    if first and first[0].start == m.end():
+    first = index.mentions(text, s, min(len(text), m.end() + 80))
+    if first and first[0].start <= m.end():
         return "<option>"
     w = re.compile(r"\w+").match(text, m.end())
     return w.group(0).lower() if w else ""
