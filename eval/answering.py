@@ -48,7 +48,8 @@ def make_record(pq: PlannedQuery, request: Request, response: Response, parsed: 
     rec = {
         "key": pq.key, "sample_id": s.id, "setting": pq.query.setting, "variant": pq.query.variant,
         "rotation": pq.rotation, "n_rotations": pq.n_rotations, "view_order": list(pq.query.view_ids),
-        "letter": parsed.letter, "method": parsed.method, "failed": parsed.failed, "correct": correct,
+        "letter": parsed.letter, "method": parsed.method, "confidence": parsed.confidence, "failed": parsed.failed,
+        "correct": correct,
         "answer": asked.answer, "chosen_type": chosen_type,
         "raw": response.text, "scores": response.scores,
         "subset": subset_key(s), "task": s.task, "axis": s.axis, "granularity": s.granularity,

@@ -51,6 +51,8 @@ _LEADING = re.compile(r"^\s*[\(\[]?([A-Za-z])(?:[\)\]\.:]|[ \t]+-)(?=\s|$)")
 _OPENING_ALONE = re.compile(r"(?:[ \t]+(?:people|persons|person|times|objects|items))?[ \t]*(?:$|\n|[(.,;:\-–—])")
 # "The first and the second image both ...": two candidates joined right before "both" (not "they both").
 _JOINED_BEFORE = re.compile(r"\b(?:and|or)\s+(?![^,;.]*\b(?:they|these|those|we|it)\s*$)[^,;.]{1,30}$", re.IGNORECASE)
+# "While it is difficult to say conclusively, ...": a doubt conceded on the way to a claim.
+_CONCEDED = re.compile(r"(?i)\b(?:while|although|though|albeit|despite|even\s+if)\b[^.!?\n]{0,40}\Z")
 _LETTER_MASK = re.compile(r"(?<![a-z0-9])[a-e](?![a-z0-9])")
 _CORRECTION = re.compile(r"(?i)\b(?:wait|actually|correction|instead|mistake|on\s+second\s+thought|re-?consider\w*)\b")
 _DESCRIPTIVE_BOTH = re.compile(r"both\s+(?:\w+ly\s+)?(?:look|seem|appear|share|have|show)")
@@ -134,9 +136,19 @@ def _verdicts(text: str, statements: list) -> bool:
         return True
     if len(statements) < 2 or statements[-2].letter in (None, statements[-1].letter):
         return False
-    a, b = (_LETTER_MASK.sub("<L>", " ".join(text[max(0, st.start - 80):st.start].lower().split()))[-40:]
-            for st in statements[-2:])
+    a, b = (_lead_words(text, st.start) for st in statements[-2:])
     return a == b and not _CORRECTION.search(text, statements[-2].start, statements[-1].start)
+
+
+def _lead_words(text: str, pos: int) -> list[str]:
+    """The last words before a statement's value in its sentence (the sentence before when the value
+    opens its own line), letters masked: "therefore, the answer is", "the corresponding point is:"."""
+    spans = sentences(text)
+    i = next((i for i, (s, e) in enumerate(spans) if s <= pos < e), len(spans) - 1)
+    lead = text[spans[i][0]:pos]
+    if not lead.strip() and i > 0:
+        lead = text[spans[i - 1][0]:spans[i - 1][1]]
+    return _LETTER_MASK.sub("<L>", lead.lower()).split()[-4:]
 
 
 def _equals_options(text: str, m: re.Match, index: OptionIndex) -> bool:
@@ -158,7 +170,7 @@ def _after_doubt(text: str, index: OptionIndex) -> int | None:
     nota = [m for m in index.mentions(text) if m.kind == "text" and "none" in text[m.start:m.end].lower()]
     doubts = [(m.end(), turns) for pat, turns in ((HEDGE, (OVERRIDE,)), (EQUAL, (OVERRIDE, CONCLUSION)))
               for m in pat.finditer(text) if not any(n.start <= m.start() < n.end for n in nota)
-              and (pat is HEDGE or _equals_options(text, m, index))]
+              and (_equals_options(text, m, index) if pat is EQUAL else not _CONCEDED.search(text[:m.start()]))]
     # After a refusal ("I'm sorry, but ..."), a turn counts only from the next sentence on.
     doubts += [(next((e for _, e in sentences(text) if e > m.end()), len(text)), (OVERRIDE,))
                for m in REFUSAL.finditer(text)]

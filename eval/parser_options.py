@@ -128,12 +128,15 @@ def _option_pattern(option: str) -> re.Pattern | None:
 
 # Between a subject letter and its predicate: an aside in commas, then linking words only
 # ("point A, which is on the car, is clearly closer", "B appears to be slightly darker").
-_SUBJECT_GAP = (r"(?:[ \t]*,[^,.;:\n]{1,60},|[ \t]+(?:which|that|who)[ \t][^,.;:\n]{1,60}?(?=[ \t]+(?:is|appears|seems|looks"
-                r"|would|has)\b))?(?:[ \t]+(?:is|are|was|were|has|have|had|appears?|seems?|looks?|to|be|being|been|would"
-                r"|should|must|may|might|could|will|indeed|clearly|definitely|certainly|actually|also|likely|probably|possibly"
-                r"|physically|slightly|much|significantly|noticeably|visibly|relatively|somewhat|considerably|even|a|an|bit"
-                r"|little|lot|more|far|the|one|that's|standing|sitting|lying|positioned|located|situated|placed|in|fact"
-                r"|surface|color|colour|albedo))*[ \t]+")
+# Between a subject letter and its predicate: an aside, then a verb among linking words only
+# ("point A, which is on the car, is clearly closer", "B appears to be slightly darker"; not "A closer look").
+_LINKING = (r"to|be|being|been|indeed|clearly|definitely|certainly|actually|also|likely|probably|possibly|physically"
+            r"|slightly|much|significantly|noticeably|visibly|relatively|somewhat|considerably|even|a|an|bit|little|lot"
+            r"|more|far|the|one|that's|standing|sitting|lying|positioned|located|situated|placed|in|fact|surface|color"
+            r"|colour|albedo")
+_VERB = r"is|are|was|were|has|have|had|appears?|seems?|looks?|would|should|must|may|might|could|will"
+_SUBJECT_GAP = (rf"(?:[ \t]*,[^,.;:\n]{{1,60}},|[ \t]+(?:which|that|who)[ \t][^,.;:\n]{{1,60}}?(?=[ \t]+(?:{_VERB})\b))?"
+                rf"(?:[ \t]+(?:{_LINKING}))*[ \t]+(?:{_VERB})(?:[ \t]+(?:{_VERB}|{_LINKING}))*[ \t]+")
 
 
 def _subject_patterns(options: list[str]) -> list[tuple[int, re.Pattern]]:

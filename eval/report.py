@@ -128,6 +128,16 @@ def render_letter_table(summary: dict) -> str:
                                    ["Gold", *(str(gold.get(x, 0)) if x != "none" else DASH for x in letters)]])
 
 
+def render_reads_line(summary: dict) -> str:
+    """Reads by confidence: how many answers stated their option, only mentioned it, or were guessed."""
+    reads = summary.get("parse_reads") or {}
+    conf = reads.get("by_confidence") or {}
+    if not conf:
+        return "Reads by confidence: –"
+    return ("Reads by confidence: " + ", ".join(f"{k} {v}" for k, v in conf.items())
+            + f" (guessed: {fmt(reads.get('guess_rate'), 2)} % of the answers read)")
+
+
 def render_report(summary: dict, name: str | None = None) -> str:
     """The whole report.md of one run."""
     run = summary.get("run", {})
@@ -176,6 +186,8 @@ def render_report(summary: dict, name: str | None = None) -> str:
         f"Parse failures: {fmt(summary.get('parse_failure_rate'), 2)} %; "
         f"fallback used: {fmt(summary.get('fallback_rate'), 2)} %; methods: "
         + ", ".join(f"{k} {v}" for k, v in (summary.get("parse_methods") or {}).items()),
+        "",
+        render_reads_line(summary),
         "",
         "## Plots",
         "",

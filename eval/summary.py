@@ -13,6 +13,7 @@ from bench.constants import DEFAULT_N_BOOT
 from bench.protocol import setting_sort_key
 from eval.bootstrap import ALPHA
 from eval.metrics import accuracy_summary, chance_by_subset, score_units
+from eval.parser import CONFIDENCES, GUESS, NONE, method_confidence
 from eval.taxonomy import failure_taxonomy, failure_taxonomy_by_setting, letter_histogram, parse_stats
 
 SUMMARY = "summary.json"
@@ -45,10 +46,28 @@ def summarize(records: list[dict], max_extra: dict[str, int], n_boot: int = DEFA
     summary["failure_taxonomy_by_setting"] = failure_taxonomy_by_setting(records)
     summary["letter_histogram"] = letter_histogram(records)
     summary.update(parse_stats(records))
+    summary["parse_reads"] = parse_reads(records)
     summary["usage"] = usage_totals(records)
     summary["bootstrap"] = {"n_boot": n_boot, "seed": seed, "cluster": "scene (Sample.cluster)",
                             "interval": f"{int(100 * (1 - ALPHA))} % percentile"}
     return summary
+
+
+def parse_reads(records: list[dict]) -> dict:
+    """How each answer was read: queries per parser rule and per confidence (statement, mention,
+    guess, none), and the share of read answers that are guesses (points). A line without
+    ``confidence`` (an older run) gets its rule's default."""
+    by_rule: dict[str, int] = {}
+    by_confidence = {c: 0 for c in CONFIDENCES}
+    for rec in records:
+        method = rec.get("method", "failed")
+        by_rule[method] = by_rule.get(method, 0) + 1
+        confidence = rec.get("confidence") or (NONE if rec.get("failed") else method_confidence(method))
+        by_confidence[confidence] = by_confidence.get(confidence, 0) + 1
+    read = len(records) - by_confidence[NONE]
+    return {"by_rule": dict(sorted(by_rule.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "by_confidence": by_confidence,
+            "guess_rate": round(100.0 * by_confidence[GUESS] / read, 2) if read else None}
 
 
 def usage_totals(records: list[dict]) -> dict:

@@ -41,6 +41,14 @@ GROUPS = {
     "short_forms",          # the forms a model asked for a letter usually gives
     # issue 47: what the answer states, on answers shaped like real ones
     "contrastive_claim",    # the choice stated first, the rejected options contrasted after it
+    "subject_letter",       # options "A is closer" / "B is closer" stated in words ("point A appears closer")
+    "foreign_words",        # option words and answer markers in other languages, full-width letters
+    "ordinal_images",       # "image (D)" when the options are the first ... fourth image in order
+    "yes_no_words",         # "No, ..." answers; "no car" is no answer
+    "claim_and_conclusion", # descriptions then a conclusion; a judgement and a contrary conclusion
+    "per_option_verdicts",  # one "the answer is (X)" per option, or a contrary conclusion after the answer
+    "compared_options",     # what an option is compared with ("than", "compared to", "unlike") is not chosen
+    "refusal_turn",         # "I'm sorry, but ...", "none of these images", a doubt conceded on the way
 }
 METHODS = {"letter", "marker", "choice", "leading", "claim", "closing", "label", "option_text", "mention", "failed"}
 
