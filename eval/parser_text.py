@@ -44,7 +44,7 @@ def clean(text: str) -> str:
 
 # A sentence ends at a line break, at CJK end punctuation, or at . ! ? followed by a space;
 # "B. 3" keeps its label (a lone letter before the full stop is not a sentence).
-_SENTENCE_END = re.compile(r"\n+|[。！？]+|[.!?]+(?:[\"')\]]*)(?=\s)")
+_SENTENCE_END = re.compile(r"\n+|[。！？]+|(?<![.!?])[.!?]++(?:[\"')\]]*)(?=\s)")  # a run of dots is tried once
 _LONE_LABEL = re.compile(r"^\s*[\(\[]?[A-Za-z][\)\]]?\s*$")
 
 
