@@ -29,7 +29,7 @@ _PLURAL_THING = "|".join(f"{w}s" for w in _THING_STEMS) + "|boxes"
 _THING_BEFORE = re.compile(
     rf"(?i:\b(?:{THING}))(?:[ \t]+as)?[ \t]*[\(\[\"']?[ \t]*\Z"
     rf"|(?i:\b(?:{_PLURAL_THING}|(?:labell?ed|marked|named|called)(?:[ \t]+as)?))[ \t]*,?[ \t]*[\(\[]?[ \t]*"
-    r"(?:[\"']?[A-Z][\"']?[\)\]]?[ \t]*(?:,|and|or|&|/)[ \t]*(?:and[ \t]+|or[ \t]+)?[\(\[\"']?[ \t]*)+\Z")
+    r"(?:[\"']?[A-Z][\"']?[\)\]]?[ \t]*(?:,|and|or|&|/)[ \t]*(?:and[ \t]+|or[ \t]+)?[\(\[\"']?[ \t]*)*\Z")
 _IMAGE_NOUNS = r"images?|pictures?|photos?|photographs?|img"
 _ORDINALS = "first second third fourth fifth sixth seventh eighth".split()
 _IMAGE_BEFORE = re.compile(r"(?i:\b(?:image|picture|photo|photograph|img))[ \t]*[\(\[]?[ \t]*\Z")

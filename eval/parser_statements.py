@@ -68,6 +68,7 @@ _GAP_BAD = re.compile(r"(?i)\b(?:whether|if|depends?|unless|neither|nor|none|not
 _FILLER = re.compile(r"[\s\"'\-–—:>]*(?:(?:the|la|le|l'|el|die|der|das|il|lo)\s*)?"
                      r"(?:(?:correct|right|best|final)\s+(?=option|choice|letter|answer))?"
                      r"(?:(?:option|choice|letter|answer|opci[oó]n|opzione|选项|選項)\b\s*)?[\s\"':]*", re.IGNORECASE)
+_IMAGE_NOUN = re.compile(r"(?:image|picture|photo|photograph)[ \t]*(?=[\(\[]?[ \t]*[A-Z](?![A-Za-z0-9]))", re.IGNORECASE)
 _AMBIGUOUS_VALUE = re.compile(r"(?i)(?:either|between|one\s+of|any\s+of|both|several|multiple)\b")
 _NEGATIVE_VALUE = re.compile(r"(?i)(?:not|n't|never)\b")
 _LETTER_VALUE = re.compile(r"([\(\[\{<]?)\s*([A-Za-z])\s*[\)\]\}>]?(?![A-Za-z0-9'])")
@@ -96,6 +97,14 @@ def read_value(text: str, pos: int, index: OptionIndex) -> Mention | None | str:
         return "ambiguous"
     if _NEGATIVE_VALUE.match(text, p):
         return None
+    image = _IMAGE_NOUN.match(text, p)  # "image (B)": an option only when the images are the options in order,
+    if image:                            # or when the option text that follows says the same ("image B, the third image")
+        m = _LETTER_VALUE.match(text, image.end())
+        if m and m.group(2).upper() in index.letters:
+            follow = index.text_at(text, re.compile(r"[\s,.:;()\-]*").match(text, m.end()).end())
+            if (follow and follow.letter == m.group(2).upper()) or (index.images_in_order and not follow):
+                return Mention(m.group(2).upper(), "label", m.start(), follow.end if follow else m.end())
+        return index.text_at(text, p)
     m = _LETTER_VALUE.match(text, p)
     if m and m.group(2).upper() in index.letters and (m.group(1) or not is_article(text, m.start(2), m.end(2))):
         value = Mention(m.group(2).upper(), "label", m.start(), m.end())
