@@ -1,10 +1,12 @@
 """Rule-based extraction of the chosen option from a model's free-text answer.
 
 The rules run from the most to the least explicit reading and stop at the first that decides
-(``method`` names it):
+(``method`` names it; ``confidence`` says whether the answer stated the option, only mentioned
+it, or the read is a guess):
 
 1. ``letter``       the whole answer is one letter, maybe wrapped: "B", "(B)", "B.", "**B**", "b";
-   ``option_text``  or the whole answer is one option's text: "3", "Right hand", "None of the above".
+   ``option_text``  or the whole answer is one option's text: "3", "Right hand", "None of the above",
+                    or its option word in another language on its own: "左", "はい、...", "Nein.".
 2. ``marker`` / ``choice``  an explicit statement; the *last* one wins, so a final answer after
                     long reasoning beats letters discussed on the way. ``marker``: "Answer: B",
                     "the correct answer to this question is (C) picture C", "Option C is the most
@@ -12,25 +14,38 @@ The rules run from the most to the least explicit reading and stop at the first 
                     ``choice``: "I would select Point C", "I'd go with 4". A statement whose value
                     lists several options as equals ("the correct choice (A, B, C, or D)", "(A) ... or
                     (B) ...", an option list on the next lines) names no letter; only a later
-                    conclusion ("..., so C") can then answer.
+                    conclusion ("..., so C") can then answer. One verdict per option ("so the answer
+                    is (A). ... so the answer is (B).") or a conclusion after the last statement that
+                    asserts another option ("Answer: A ... Therefore, Box B fits better.") reads none.
 3. ``leading``      the answer opens with a labelled letter and lists no other: "B. 3", "C) ...".
    A hedge or refusal ("not possible to tell", "I cannot determine", "N/A", "both look real")
-   stops here with no letter, unless a conclusion follows it ("hard to tell, but point A ...").
-4. ``closing``      the closing sentence (its clause after "so" / "therefore" first) names one
-                    option, by letter or text: "... Therefore, point B is closer to the camera."
-                    Not when it is one of parallel descriptions ("Point A is on the table. Point B
-                    is on the wall.") or a line of an option list.
+   stops here with no letter, unless a turn leads on to a conclusion ("hard to tell, but point
+   A ..."); what follows is then read as a guess.
+4. ``claim``        what the answer asserts (eval/parser_stance.py): its first sentence whose main
+   ``closing``      clause asserts one option (``claim``), and its conclusion, the last such sentence
+                    when it closes the answer ("so / therefore / based on this ..." or among the last
+                    three sentences; ``closing``). Options set against another ("Box B, on the other
+                    hand, ...", "..., whereas the third image ...", "compared to point A") or judged
+                    negatively ("Box A is too small") are not asserted. Claim and conclusion must
+                    agree; a conclusion overrules a descriptive start ("Point A is on the back wall.
+                    ... Therefore, point B is closer."), never a judgement that opens the answer
+                    ("Box A fits most closely. ... So Box B is better." reads none). Descriptions in
+                    series ("Point A is on the table. Point B is on the wall.") read none.
 5. ``label``        exactly one distinct option label anywhere: "(B)", "option B";
    ``option_text``  an option text opens the answer ("3 people"), or is the only one a short
                     answer names ("The pole."); number words count as digits;
-   ``mention``      exactly one distinct capital letter standing alone ("I think it's B").
+   ``mention``      exactly one distinct capital letter standing alone ("I think it's B");
+   ``claim``        a one-sentence answer that judges one option ("Point A, on the car, is closer").
 
 Only the sample's own letters are valid, so "The answer..." is never read as T. A capital "A"
 or "I" before a lower-case word is an article or a pronoun, not a choice; letters that label
 images or points ("image (C)", "point A" when no option is "Point A", "images B and C") are
-not options; a negated mention ("not C", "A is wrong", "than point B") does not count. When
-every rule fails the result says so (``failed=True``); the caller may then ask a fallback
-extractor. Never a random letter.
+not options, unless the options are the images in order ("the first image" ... "the fourth
+image": "image (D)" is D either way); options "A is closer" / "B is closer" are also named by
+their subject letter ("point A appears to be closer"); a negated or compared mention ("not C",
+"A is wrong", "than point B", "compared to the area B") does not count. When every rule fails
+the result says so (``failed=True``); the caller may then ask a fallback extractor. Never a
+random letter.
 """
 from __future__ import annotations
 

@@ -5,18 +5,31 @@ the options it rejects ("Box A, on the other hand, is larger", "whereas the thir
 "compared to point A"). Every sentence that names an option gets a role:
 
 * ``assert``: its main clause names one option, without a negative judgement;
-* ``reject``: its main clause names one option with one ("Box A is too small", "does not fit");
+* ``reject``: its main clause judges its option negatively ("Box A is too small", "does not fit");
 * ``contrast``: it opens with or sets off a contrast ("In contrast, ...", "X, on the other
-  hand, ...") or names options only in a side clause ("..., whereas the third image ...");
+  hand, ...", "The third image, while also ..., ..."), or names options only in a side clause
+  ("..., whereas the third image ...");
 * ``compare``: its main clause names one option and a side clause another ("A is on the
   table, while B ..."): a comparison, which asserts only as a conclusion ("so ...");
-* ``multi``: its main clause names several options.
+* ``multi``: its main clause names several options;
+* ``reason``: it gives the reason for what came before ("This is evident from ...").
 
-The *claim* is the first ``assert`` sentence; a later plain ``assert`` of another option (one
-of a series of descriptions, "Point A is on the table. Point B is on the wall.") voids it. The
-*conclusion* is the last sentence that names an option, when it asserts one. They must agree;
-a conclusion introduced by "so / therefore / based on this ..." may overrule a descriptive
-first sentence, never an evaluative claim ("... is most similar"): then no letter.
+A sentence *asserts* its option when its role is ``assert`` and nothing it goes on to say of the
+option is negative (", which is a different setting"), or when it concludes ("so ...") an
+``assert`` or ``compare``. The *claim* is the first sentence that asserts, outside an option
+list; the *conclusion* the last one, when it closes the answer: a conclusion cue ("so",
+"therefore", "based on this analysis", "in total"), or among the last three sentences with no
+contrast after it and not one more addition ("The second image also ..."), not one of a series
+said alike of each option. A claim is *strong* when it concludes or when the answer opens with
+it and judges ("most similar", "closer", "corresponds"). Then:
+
+* claim and conclusion agree: that option (``claim`` when it is one sentence, else ``closing``);
+* a later sentence asserts another option without concluding: a series of descriptions, which
+  only a conclusion can decide, and never against a strong claim;
+* no conclusion: the claim, when strong, or when it opens the answer and no other option is
+  contrasted with it;
+* the conclusion asserts another option: it wins over a descriptive claim when it is introduced
+  by a cue; otherwise no letter (the fallback or a failure is better than a wrong letter).
 """
 from __future__ import annotations
 
