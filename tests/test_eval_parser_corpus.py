@@ -94,9 +94,13 @@ POINTS = ["Point A", "Point B", "Point C", "Point D"]
 PICTURES = ["picture A", "picture B", "picture C", "picture D"]
 LIMBS = ["left hand", "right hand", "left foot", "right foot"]
 OBJECTS = ["ball", "box", "pole", "chair", "None of the above"]
+BOXES = ["Box A", "Box B"]
+DEPTH = ["A is closer", "B is closer"]
+IMAGES = ["the second image", "the third image"]
 README_EXAMPLES = [
     ("(B)", COUNT, "B", "letter"),
     ("Right hand", LIMBS, "B", "option_text"),
+    ("左", ["left", "right"], "A", "option_text"),
     ("Option A shows a plain wall. Option B shows a door handle. So, the answer is:\n\n**(C) picture C**",
      PICTURES, "C", "marker"),
     ("**Option C** is the most likely correct answer.", PICTURES, "C", "marker"),
@@ -107,6 +111,8 @@ README_EXAMPLES = [
     ("It is not possible to tell from this image. While point B appears larger, it may be perspective.",
      POINTS, None, "failed"),
     ("N/A", POINTS, None, "failed"),
+    ("Box A fits the dog most closely. It touches the dog's outline. Box B, on the other hand, is much wider.",
+     BOXES, "A", "claim"),
     ("Hard to tell at first, but after comparing the shadows, point A is closer.", POINTS, "A", "claim"),
     ("Point A is on the back wall. Objects on the table are in front of the wall. "
      "Therefore, point B is closer to the camera.", POINTS, "B", "closing"),
@@ -116,6 +122,17 @@ README_EXAMPLES = [
     ("The person touches the chair (option (D)), not the ball.", OBJECTS, "D", "label"),
     ("3 people, one of them only in view 2", COUNT, "B", "option_text"),
     ("I think it's B", COUNT, "B", "mention"),
+    ("Judging by the sizes of the parked cars around it, point A, which is circled on the red car, appears to be closer "
+     "to the camera than point B.", DEPTH, "A", "claim"),
+    ("Point A lies on the roof, so the answer is (A). Point B lies on the door, so the answer is (B). Point C lies on "
+     "the chimney, so the answer is (C).", POINTS, None, "failed"),
+    ("Answer: A\n\nBox A covers half of the bus. Therefore, Box B more accurately encloses the bus.", BOXES, None,
+     "failed"),
+    ("Box A fits the dog most closely. It covers the head and the tail. Therefore, Box B is the better box.", BOXES,
+     None, "failed"),
+    ("The second image shows a harbour at night. The third image, on the other hand, shows a harbour at noon.",
+     IMAGES, None, "failed"),
+    ("the most similar image is (A) the third image", IMAGES, None, "failed"),
 ]
 
 
