@@ -65,9 +65,13 @@ _CONCESSIVE_LEAD = re.compile(r"[\s\-•>]*(?:while|whilst|although|though|even\
                               r"|aunque|mientras|bien\s+que|obwohl|хотя)\b", re.IGNORECASE)
 # Where a side clause starts: what follows is set against the main clause.
 _SIDE_CLAUSE = re.compile(
-    r"(?:[,;]\s*|\s+|—\s*)(?:while|whilst|whereas)\b|[,;]\s*(?:but|although|though|yet|however|in\s+contrast|on\s+the"
+    r"(?:[,;]\s*|\s+|—\s*)(?:while|whilst|whereas)\b|[,;]\s*(?:but|although|though|yet|however|since|because"
+    r"|in\s+contrast|on\s+the"
     r"\s+other\s+hand|unlike|as\s+opposed\s+to|compared\s+(?:to|with)|and\s+not|not)\b|；|，(?:而|但)|而|但是|mientras"
     r"|tandis\s+que|alors\s+que|während|wohingegen|enquanto|тогда\s+как|а\s+", re.IGNORECASE)
+_REASON_CLAUSE = re.compile(r"[,;]\s*(?:since|because)\b", re.IGNORECASE)
+# A side clause that may turn the judgement ("X has the best light, but Y ..."): the comparison stays open.
+_TURN = re.compile(r"[,;]\s*(?:but|yet|however|although|though)\b", re.IGNORECASE)
 # A negative judgement of the option the clause names.
 _NEGATIVE = re.compile(
     r"\b(?:not|never|too|less|least|lacks?|lacking|fails?|failing|misses|partially|partly|differs?|different\s+(?:from|than|to)"
@@ -105,6 +109,7 @@ class Sentence:
     evaluative: bool  # it judges ("most similar", "closer"), not only describes
     named: list[str]  # every option it names
     main: int = 0  # where its main clause starts
+    bare: bool = False  # the sentence is the option alone ("Box B.")
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,9 @@ def classify(text: str, s: int, e: int, index: OptionIndex) -> Sentence | None:
         if not side and lead.group(0).strip().lower() == "unlike":
             return Sentence(s, e, "contrast", None, cue, evaluative, named)  # "Unlike it, the third image ..."
         main_start = comma + 1
-    split = _SIDE_CLAUSE.search(text, main_start, e)
+    # The first side clause; a reason ("..., since ...") only when the main clause has named an option.
+    split = next((m for m in _SIDE_CLAUSE.finditer(text, main_start, e)
+                  if not _REASON_CLAUSE.match(m.group(0)) or _letters(index, text, main_start, m.start())), None)
     main_end = split.start() if split else e
     main = _letters(index, text, main_start, main_end)
     if split:
@@ -175,8 +182,16 @@ def classify(text: str, s: int, e: int, index: OptionIndex) -> Sentence | None:
     letter = main[0]
     if _negative(text, index, main_start, main_end if set(side) - {letter} else e, letter):
         return Sentence(s, e, "reject", letter, cue, evaluative, named)
-    role = "compare" if any(x != letter for x in side) else "assert"
-    return Sentence(s, e, role, letter, cue, evaluative, named, main_start)
+    if any(x != letter for x in side):
+        # A comparison asserts its main clause when that clause judges ("the third image resembles the
+        # first more, while the second ..."), not when it describes ("Box A is drawn around ..., while ...").
+        # ... and the side clause does not judge its own option as well ("..., while Box B tightly surrounds it").
+        sa, sb = (split.end(), e) if split else (a, main_start)  # the side clause: after the split, or the lead
+        judged = (bool(_EVALUATIVE.search(text, main_start, main_end)) and not (split and _TURN.match(split.group(0)))
+                  and (not _EVALUATIVE.search(text, sa, sb) or bool(_NEGATIVE.search(text, sa, sb))))
+        return Sentence(s, e, "compare", letter, cue, judged, named, main_start)
+    bare = not text[main_start:e].replace(text[mentions[0].start:mentions[0].end], "", 1).strip(" \t\n.:;!-*")
+    return Sentence(s, e, "assert", letter, cue, evaluative, named, main_start, bare)
 
 
 def _spans(text: str, start: int) -> list[tuple[int, int]]:
@@ -243,7 +258,7 @@ def read_sentence(text: str, start: int, index: OptionIndex) -> str | None:
     if len(spans) != 1:
         return None
     only = classify(text, *spans[0], index)
-    if only is None or only.role != "assert":
+    if only is None or not (only.role == "assert" or (only.role == "compare" and only.evaluative)):
         return None
     return only.letter if only.evaluative or _COUNT.search(text, *spans[0]) else None
 
@@ -284,7 +299,7 @@ def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
 
     def asserts(r: Sentence) -> bool:
         if r.role == "compare":
-            return r.cue  # "so A is closer, while B ..."
+            return r.cue or r.evaluative  # "so A is closer, while B ...", "A is closer, while B ..."
         return r.role == "assert" and (r.cue or not _rejects(text, r, index))
 
     claim = next((r for r in roles if asserts(r) and not _in_option_list(text, r.start, index)), None)
@@ -312,8 +327,11 @@ def read_stance(text: str, start: int, index: OptionIndex) -> Stance | None:
     # A claim states the choice when it concludes ("so ...") or opens the answer with a judgement
     # ("Box A fits most closely"); otherwise it may be one description of a series.
     later = [r for r in roles if r.start > claim.start]
-    strong = claim.cue or (claim.start == spans[0][0] and any(r.evaluative for r in _same_run(claim, later)))
-    if any(asserts(r) and r.letter != claim.letter and not r.cue for r in later):
+    strong = claim.cue or (claim.start == spans[0][0]
+                           and (claim.bare or any(r.evaluative for r in _same_run(claim, later))))
+    # Against a judgement that opens the answer, only another judgement competes ("The third image is a
+    # city street." describes; "The third image is more similar." judges).
+    if any(asserts(r) and r.letter != claim.letter and not r.cue and (r.evaluative or not strong) for r in later):
         # One of a series of descriptions ("Point A is ... Point B is ..."): the conclusion decides.
         return Stance(conclusion, "closing", last.start) if conclusion and not strong else Stance(None, "conflict")
     if conclusion is None:

@@ -49,6 +49,7 @@ GROUPS = {
     "per_option_verdicts",  # one "the answer is (X)" per option, or a contrary conclusion after the answer
     "compared_options",     # what an option is compared with ("than", "compared to", "unlike") is not chosen
     "refusal_turn",         # "I'm sorry, but ...", "none of these images", a doubt conceded on the way
+    "mixed_styles",         # a batch in the styles of the held-out models, written after the rules above
 }
 METHODS = {"letter", "marker", "choice", "leading", "claim", "closing", "label", "option_text", "mention", "failed"}
 
