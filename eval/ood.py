@@ -4,8 +4,8 @@ Generates (or reuses) the test-only splits of ``configs/bench/ood_*.yaml`` (crow
 wide lenses), scores the model on the in-distribution test split and on each of them with the
 standard protocol (``python -m eval run``: every view setting; one run folder per split, so an
 interrupted command continues where it stopped), and prints one table: in-distribution beside
-each split, for SVS / MVN at +0 and -1, the necessity gap, overall, each axis x granularity and
-each task, with 95 % cluster-bootstrap intervals, and each split's difference from
+each split, for SVS / MVN at +0 and -1, MVN +0 at in-distribution's task mix (the splits' task
+shares differ), the necessity gap, overall, each axis x granularity and each task, with 95 % cluster-bootstrap intervals, and each split's difference from
 in-distribution with its own interval. The splits share no scene (their seeds differ), so the
 difference's interval resamples the two splits' scenes independently.
 
@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from bench.atomic import atomic_write_text
 from bench.constants import DEFAULT_N_BOOT, OVERALL
 from eval.bootstrap import cluster_sums, cluster_weights, percentile_ci, replicate_means
@@ -30,6 +32,7 @@ IN_DIST = "in-dist"
 HEADLINE = [("SVS +0", ("acc", "+0", "SVS")), ("MVN +0", ("acc", "+0", "MVN")), ("MVN -1", ("acc", "-1", "MVN")),
             ("necessity gap", "gap"), ("overall", ("ag", OVERALL, "all")), ("spatial", ("ag", "spatial", "all")),
             ("temporal", ("ag", "temporal", "all"))]
+MIX = "mvn_mix"  # MVN +0 with each MVN task weighted by its questions in-distribution
 GRANULARITY_ROWS = [(f"{axis} {gran}", ("ag", axis, gran)) for axis in ("spatial", "temporal")
                     for gran in ("coarse", "fine")]
 
@@ -146,9 +149,18 @@ def ood_table(units_by_split: dict[str, list], n_boot: int = DEFAULT_N_BOOT, see
     tables = {name: _split_table(units, n_boot, seed + i) for i, (name, units) in enumerate(units_by_split.items())}
     kind = {u.task: (u.axis or "", u.subset) for units in units_by_split.values() for u in units}
     tasks = sorted(kind, key=lambda t: (*kind[t], t))  # spatial MVN, spatial SVS, temporal; by name
-    rows = []
     ref = tables.get(IN_DIST, {})
-    for metric, cell in HEADLINE + GRANULARITY_ROWS + [(f"task {t}", ("task", t)) for t in tasks]:
+    mvn_tasks = [t for t in tasks if kind[t][1] == "MVN" and ("task", t) in ref]
+    for table in tables.values():  # MVN +0 at in-distribution's task mix: a split's own mix moves its MVN figure
+        common = [t for t in mvn_tasks if ("task", t) in table]
+        weights = np.array([ref[("task", t)]["n"] for t in common], float)
+        if common and weights.sum() > 0:
+            table[MIX] = {"point": float(weights @ [table[("task", t)]["point"] for t in common] / weights.sum()),
+                          "reps": weights @ np.stack([table[("task", t)]["reps"] for t in common]) / weights.sum(),
+                          "n": sum(table[("task", t)]["n"] for t in common)}
+    rows = []
+    for metric, cell in HEADLINE[:2] + [("MVN +0, in-dist task mix", MIX)] + HEADLINE[2:] + GRANULARITY_ROWS + \
+            [(f"task {t}", ("task", t)) for t in tasks]:
         cells = {}
         for name, table in tables.items():
             if cell not in table:
@@ -195,7 +207,9 @@ def render_markdown(table: dict) -> str:
                 else:
                     out.append("–")
         lines.append("| " + " | ".join(out) + " |")
-    note = (f"Accuracy in points at each sample's primary setting unless the row names one; 95 % cluster-bootstrap "
+    note = (f"Accuracy in points at each sample's primary setting unless the row names one; \"MVN +0, in-dist task "
+            f"mix\": each MVN task's accuracy weighted by its share of {IN_DIST}'s MVN questions (tasks a split lacks "
+            f"left out), so a split's own task mix does not move it; 95 % cluster-bootstrap "
             f"intervals over scenes ({table['n_boot']} replicates, seed {table['seed']}). Δ: split − {IN_DIST}, its "
             f"interval from the two splits' scenes resampled independently (they share none); * the interval "
             f"excludes 0.")

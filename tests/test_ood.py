@@ -115,5 +115,16 @@ def test_the_table_differences_and_their_intervals():
     lo, hi = mvn["crowd"]["diff_ci"]
     assert lo < mvn["crowd"]["diff"] < hi < 0
     assert "task dedup_count" in rows and "necessity gap" in rows
+    assert rows["MVN +0, in-dist task mix"]["crowd"]["acc"] == pytest.approx(mvn["crowd"]["acc"], abs=0.02)
     text = render_markdown(table)
     assert "| MVN +0 |" in text and "*" in text.split("| MVN +0 |")[1].splitlines()[0]
+
+
+def test_the_task_mix_row_weights_tasks_by_their_in_distribution_share():
+    ref = _units("a", 40, 0.9, "identity_match") + _units("c", 120, 0.3, "dedup_count")
+    ood = _units("b", 120, 0.9, "identity_match") + _units("d", 40, 0.3, "dedup_count")  # the easy task dominates
+    rows = {r["metric"]: r["cells"] for r in ood_table({IN_DIST: ref, "crowd": ood}, n_boot=100)["rows"]}
+    assert rows["MVN +0"]["crowd"]["diff"] > 20  # the mix alone
+    mix = rows["MVN +0, in-dist task mix"]
+    assert mix[IN_DIST]["acc"] == pytest.approx(rows["MVN +0"][IN_DIST]["acc"], abs=0.02)
+    assert abs(mix["crowd"]["diff"]) < 8 and mix["crowd"]["diff_ci"][0] < 0 < mix["crowd"]["diff_ci"][1]
