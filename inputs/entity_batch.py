@@ -143,7 +143,7 @@ def with_true_ids(pred: dict[str, list[dict]], labels: dict[str, dict]) -> dict[
     out = {}
     for image, recs in pred.items():
         scene = Path(image).parent.name
-        truth = labels.get(scene, {}).get(_stem(image), [])
+        truth = labels.get(scene, {}).get(image_stem(image), [])
         recs = [dict(e, id=-1) for e in recs]
         for i, j in match_records(recs, truth):
             recs[i]["id"] = int(truth[j]["id"])
@@ -151,7 +151,8 @@ def with_true_ids(pred: dict[str, list[dict]], labels: dict[str, dict]) -> dict[
     return out
 
 
-def _stem(image: str) -> str:
+def image_stem(image: str) -> str:
+    """The clean view or frame an image shows ("cam2" for images/s000001/cam2_m0123456789ab.png)."""
     stem = Path(image).stem
     m = re.match(r"^(.+)_m[0-9a-f]{12}$", stem)
     return m.group(1) if m else stem
@@ -216,7 +217,7 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
             hw = (224.0, 224.0)
         has_cam.append(cam is not None)
         for f_idx, frame in enumerate(view.frames):
-            stem = _stem(frame.image)
+            stem = image_stem(frame.image)
             ents = images.get(frame.image, images.get(stem))
             if ents is None:
                 raise KeyError(f"sample {sample.id}: no entity records for image {frame.image!r} (stem {stem!r})")

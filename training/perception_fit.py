@@ -12,7 +12,6 @@ the matched entities where the view shows the field.
 from __future__ import annotations
 
 import math
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +23,8 @@ from tqdm import tqdm
 
 from bench.format import load_benchmark
 from bench.synth.entity_labels import FIELDS
-from inputs.entity_batch import CONTACT_WIDTH, contact_vector, load_entity_labels
+from inputs.entity_batch import CONTACT_WIDTH, contact_vector, image_stem, load_entity_labels, match_records
 from model.perception import KINDS, OBJECT_FIELDS, PERSON_FIELDS, PerceptionConfig, PerceptionHeads
-
-_MARKED = re.compile(r"^(.+)_m[0-9a-f]{12}$")
 
 
 @dataclass
@@ -38,12 +35,6 @@ class PerceptionFitConfig:
     weight_decay: float = 0.01
     seed: int = 0
     heads: PerceptionConfig = field(default_factory=PerceptionConfig)
-
-
-def image_stem(image: str) -> str:
-    stem = Path(image).stem
-    m = _MARKED.match(stem)
-    return m.group(1) if m else stem
 
 
 def split_images(bench_dir: Path, split: str) -> list[tuple[str, str, str]]:
@@ -120,35 +111,15 @@ def perception_loss(heads: PerceptionHeads, maps: dict, targets) -> dict[str, to
     return {"loss": heat + 0.1 * box + attr + ct, "heat": heat, "box": box, "attr": attr, "contact": ct}
 
 
-def _iou(a, b) -> float:
-    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = w * h
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
-
-
-def match(pred: list[dict], truth: list[dict], kind: str, iou: float = 0.5) -> list[tuple[int, int]]:
-    """Greedy matching by score of ``kind`` detections to records at IoU >= ``iou``: (pred, truth) pairs."""
-    ps = sorted((i for i, p in enumerate(pred) if p["kind"] == kind), key=lambda i: -pred[i].get("score", 1.0))
-    free = {j for j, t in enumerate(truth) if t["kind"] == kind}
-    pairs = []
-    for i in ps:
-        best = max(free, key=lambda j: _iou(pred[i]["box"], truth[j]["box"]), default=None)
-        if best is not None and _iou(pred[i]["box"], truth[best]["box"]) >= iou:
-            pairs.append((i, best))
-            free.discard(best)
-    return pairs
-
-
 def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict]]) -> dict[str, float]:
     """Recall / precision per kind at IoU 0.5 and per-field accuracy on matched entities (in %)."""
     n = {k: [0, 0, 0] for k in KINDS}  # matched, predicted, true
     right: dict[str, list[int]] = {f: [0, 0] for f in FIELDS}
     for path, truth in truths.items():
         pred = preds.get(path, [])
+        matched = match_records(pred, truth)
         for kind in KINDS:
-            pairs = match(pred, truth, kind)
+            pairs = [(i, j) for i, j in matched if pred[i]["kind"] == kind]
             n[kind][0] += len(pairs)
             n[kind][1] += sum(p["kind"] == kind for p in pred)
             n[kind][2] += sum(t["kind"] == kind for t in truth)
