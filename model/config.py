@@ -166,7 +166,7 @@ class FusionConfig:
     #   pools: after the entity transformer, or the mark tokens as the tokenizer built them,
     #   what bag-of-frames pools. With the identity loss on (0.1 then) "raw" gave overall +1.4
     #   and +1.1 on two seeds, within noise; the loss was the larger cause of the single-view
-    #   loss and is off since (docs/experiments.md, session 25)
+    #   loss and is off since (docs/experiments.md, 2026-12-05, e027a99)
     summary_last: bool = True  # the summary tokens close the prefix, after the slots: the last
     #   context token, which predicts the option's first word, is then the bag of entities, a
     #   shallow path. First, the full model's answer loss sat at ln 4 for four epochs; last, it
@@ -180,11 +180,11 @@ class FusionConfig:
     track_states: int = 149  # size of the state vocabulary: len(inputs.track.TRACK_STATES)
     track_last: Literal["all", "unmarked"] = "unmarked"  # which prefixes the track token closes:
     #   "unmarked" = questions without marks (the temporal ones); a marked question's prefix keeps
-    #   the summary tokens last, the pointer's shallow path (docs/experiments.md, session 16)
+    #   the summary tokens last, the pointer's shallow path (docs/experiments.md, 2026-12-03, 5e95b2b)
     track_word_norm: bool = True  # the track LayerNorms the question words it reads: the words of
     #   the random-init embedding table are ~1/4 of the projection's bias, so "red" and "blue"
     #   look alike and the locator took 16-20 stage epochs to find the named person instead of
-    #   2-4 (docs/experiments.md, session 22). Unlike fusion.question_norm it leaves the words
+    #   2-4 (docs/experiments.md, 2026-12-04, 16019d0). Unlike fusion.question_norm it leaves the words
     #   the rest of the model reads as they were
     track_motion: bool = False  # the state head also reads where the locator looked on each
     #   frame (centre and spread of its attention, and how much of it found the person) and how
@@ -194,13 +194,13 @@ class FusionConfig:
     #   each frame, the box predicted from where the locator looked (loss.track_box trains it on
     #   the generator's boxes; in training the recorded box is read where there is one). The
     #   locator's attention sits on the upper half of the person; a probe given the box reads
-    #   jumps at 92 % (docs/experiments.md, session 23)
+    #   jumps at 92 % (docs/experiments.md, 2026-12-05, a7874a6)
     track_box_teacher: bool = True  # with track_box_read: in training the recorded box is read
     #   where there is one; false: always the predicted box, as in evaluation
     track_box_detach: bool = False  # with track_box_read: the box head reads the locator's output
     #   and attention detached, so loss.track_box trains the head alone and cannot pull the
     #   locator's attention off the person. Seed 0's stage: located 66 % against 59 without it,
-    #   but 50.2 % of the frames read right against 53.9 (docs/experiments.md, session 24)
+    #   but 50.2 % of the frames read right against 53.9 (docs/experiments.md, 2026-12-05, c38dc33)
     track_oracle: bool = False  # DIAGNOSTIC: the recorded per-frame states (batch "track_target",
     #   read from the generator's metadata, test split included) replace the predicted ones
 

@@ -10,7 +10,7 @@ what their view shows in a form read against those words.
 
 The score is a cosine with a learned temperature, against class vectors centred per fact: at
 init the projected class words are mostly ``token_proj``'s bias, shared by every class, and a
-scaled dot product left the head at the majority classes (docs/experiments.md, session 29).
+scaled dot product left the head at the majority classes (docs/experiments.md, 2026-12-06, 99a74f2).
 """
 from __future__ import annotations
 

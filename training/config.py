@@ -60,7 +60,7 @@ class LossConfig:
     evidence: float = 0.2  # weight of the (view, frame) evidence BCE
     entity_evidence: float = 0.1  # weight of the per-mark evidence BCE
     identity: float = 0.0  # weight of the cross-view identity-consistency loss on entity embeddings.
-    #   0.1 until session 25: off, test SVS(+0) rose by 5.2-5.7 points on three of four seeds
+    #   0.1 until commit e027a99 (2026-12-05): off, test SVS(+0) rose by 5.2-5.7 points on three of four seeds
     #   (−0.8 on the fourth; relation and person_object_contact; identity_match within noise),
     #   docs/experiments.md
     track: float = 0.5  # weight of the person track's per-(view, frame) state CE (only with
@@ -101,7 +101,7 @@ class OptimConfig:
     lr_scale: dict[str, float] = field(default_factory=dict)  # parameter-name prefix -> factor on
     #   lr for the parameters it names (the first matching prefix counts; the schedule is the
     #   same), e.g. {"track.": 0.2}: a slower track in a joint run that follows its own stage
-    #   (measured: no gain over the track's full rate, docs/experiments.md, session 25)
+    #   (measured: no gain over the track's full rate, docs/experiments.md, 2026-12-05, e027a99)
 
 
 @dataclass
