@@ -41,6 +41,9 @@ CLASS_NAMES: dict[str, list[str]] = {
 # kind and colour (the contact multi-hot's last axis)
 EFFECTOR_NAMES = [EFFECTOR_TEXT.get(k, "body") for k in CONTACT_KEYS]
 DESCRIPTOR_NAMES = OBJECT_KINDS + COLOUR_NAMES
+# the hand actions an order question names, as (arm field, arm class): "what does X do first"
+HAND_ACTIONS = {"raises the left hand": ("arm_l", "raised"), "raises the right hand": ("arm_r", "raised"),
+                "waves the left hand": ("arm_l", "waving"), "waves the right hand": ("arm_r", "waving")}
 MAX_NUMBER = 16  # number words 0..16 are always in the vocabulary (counts, mark labels)
 
 
@@ -59,7 +62,8 @@ class WordVocab:
     def build(cls, texts: Sequence[str]) -> "WordVocab":
         """The special tokens, number words, class names, then every word of ``texts`` (sorted)."""
         base = ["<pad>", "<unk>", "<cls>"] + [str(k) for k in range(MAX_NUMBER + 1)]
-        names = sorted({w for classes in [*CLASS_NAMES.values(), EFFECTOR_NAMES] for c in classes for w in words(c)})
+        names = sorted({w for classes in [*CLASS_NAMES.values(), EFFECTOR_NAMES, list(HAND_ACTIONS)]
+                        for c in classes for w in words(c)})
         seen = set(base)
         vocab = [w for w in base] + [w for w in names if w not in seen]
         seen.update(vocab)
@@ -81,10 +85,12 @@ class WordVocab:
 
     def class_words(self) -> dict[str, torch.Tensor]:
         """Per field, (classes, max words) word ids of its class names, padded with PAD; then
-        ``effector`` (contact effectors) and ``descriptor`` (object kinds, then colours)."""
+        ``effector`` (contact effectors), ``descriptor`` (object kinds, then colours) and
+        ``hand_action`` (``HAND_ACTIONS``)."""
         out = {field: self.phrases(classes) for field, classes in CLASS_NAMES.items()}
         out["effector"] = self.phrases(EFFECTOR_NAMES)
         out["descriptor"] = self.phrases(DESCRIPTOR_NAMES)
+        out["hand_action"] = self.phrases(list(HAND_ACTIONS))
         return out
 
 
@@ -199,9 +205,8 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
     rows: dict[str, list] = {k: [] for k in ("fields", "contact", "kind", "box", "image_hw", "view", "frame", "time",
                                              "mark", "image_mark", "mark_role", "entity_id", "pointer")}
     Ks, Rs, ts, has_cam = [], [], [], []
-    evidence = {}
-    for span in sample.evidence:
-        evidence.setdefault(span.view_id, []).append(span)
+    # the pointer's target: every sighting, in any view and frame, of an entity the evidence names
+    evidence_ids = {int(i) for span in sample.evidence for i in span.entities}
     for v_idx, vid in enumerate(view_ids):
         view = sample.view(vid)
         cam = view.camera
@@ -246,9 +251,7 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
                 rows["image_mark"].append(image_mark)
                 rows["mark_role"].append(mark_role(m.label, sample.question, sample.options) if m is not None else 0)
                 rows["entity_id"].append(int(e["id"]))
-                hit = any(int(e["id"]) in span.entities and span.t_start - 1e-6 <= frame.t <= span.t_end + 1e-6
-                          for span in evidence.get(vid, []))
-                rows["pointer"].append(float(hit))
+                rows["pointer"].append(float(int(e["id"]) in evidence_ids))
     if not rows["kind"]:
         raise ValueError(f"sample {sample.id}: no entity in views {list(view_ids)}")
     out = {k: torch.tensor(v, dtype=torch.float32 if k in ("contact", "box", "image_hw", "time", "pointer")

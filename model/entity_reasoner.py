@@ -26,6 +26,10 @@ from model.camera import canonical_offset, floor_points, pixel_rays
 
 MAX_FRAMES = 16
 MAX_COUNT = 16
+# per-frame events counted over time: (field, class + 1); arm classes: bench.synth.captions.ARM_CLASSES
+EVENTS = (("airborne", 2), ("arm_l", 6), ("arm_r", 6), ("arm_l", 4), ("arm_r", 4))
+HAND_ACTION_CLASSES = (("arm_l", 4), ("arm_r", 4), ("arm_l", 6), ("arm_r", 6))  # inputs.entity_batch.HAND_ACTIONS
+EARLY = 0.2  # the weight of each later frame, when a read-out asks what comes first
 
 
 @dataclass
@@ -81,18 +85,21 @@ class EntityReasoner(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.width
-        self.fields = [f for f in class_words if f not in ("effector", "descriptor")]
+        self.fields = [f for f in class_words if f not in ("effector", "descriptor", "hand_action")]
         for i, f in enumerate(self.fields):
             self.register_buffer(f"class_words_{i}", class_words[f], persistent=False)
         self.register_buffer("effector_words", class_words["effector"], persistent=False)
         self.register_buffer("descriptor_words", class_words["descriptor"], persistent=False)
+        self.register_buffer("hand_action_words", class_words["hand_action"], persistent=False)
         self.n_effectors, self.n_descriptor = class_words["effector"].shape[0], class_words["descriptor"].shape[0]
         # the tied read-outs: each field pooled over the pointed entities, the mark labels, the distinct
-        # count, per-frame event counts (airborne, left / right arm waving), per-effector contact
-        # objects and the effector touching the pointed object
-        self.n_readouts = len(self.fields) + 1 + 1 + 3 + self.n_effectors + 1
+        # count, per-frame event counts (airborne; left / right arm waving, raised), per-effector contact
+        # objects, the effector touching the pointed object, the first hand action, the objects nearest
+        # to the pointed person's first and last floor points
+        self.n_readouts = len(self.fields) + 1 + 1 + len(EVENTS) + self.n_effectors + 1 + 1 + 1
         self.readout_gate = nn.Linear(d, self.n_readouts)
         self.tied_scale = nn.Parameter(torch.tensor(5.0))
+        self.near_log_sigma = nn.Parameter(torch.tensor(-2.0))  # trajectory: softmin width over object distance
         self.word = nn.Embedding(cfg.vocab_size, d, padding_idx=0)
         self.field_type = nn.Parameter(torch.zeros(len(self.fields), d))
         self.contact = nn.Linear(cfg.contact_width, d)
@@ -228,6 +235,9 @@ class EntityReasoner(nn.Module):
         a = torch.sigmoid(assoc_logits) * pair
         eye = torch.eye(a.shape[1], dtype=torch.bool, device=a.device)
         a = torch.where(eye, pair.float(), a)
+        same_image = ((batch["view"].unsqueeze(-1) == batch["view"].unsqueeze(-2))
+                      & (batch["frame"].unsqueeze(-1) == batch["frame"].unsqueeze(-2)) & ~eye)
+        a = a.masked_fill(same_image, 0.0)  # two sightings in one image are two entities
         if not self.cfg.association:
             a = eye.float() * pair
         person = (batch["kind"] == 0) & mask
@@ -258,7 +268,7 @@ class EntityReasoner(nn.Module):
         o = o[:, 0].view(b, n_o, -1)  # each option's CLS
         z, _ = self.option_attn(o, h, h, key_padding_mask=~seq_mask)
         learned = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)
-        readouts = self.readouts(batch, p, distinct)  # (B, R, d)
+        readouts = self.readouts(batch, p, distinct, geo, known)  # (B, R, d)
         gate = torch.softmax(self.readout_gate(q[:, 0]), -1)  # which read-out the question asks for
         answer = (gate.unsqueeze(-1) * F.normalize(readouts, dim=-1)).sum(1)
         words = o_ids.clone()
@@ -269,11 +279,14 @@ class EntityReasoner(nn.Module):
         return {"option_logits": logits, "pointer_logits": pointer_logits, "assoc_logits": assoc_logits,
                 "distinct_count": distinct, "entity_tokens": x}
 
-    def readouts(self, batch: dict, p: torch.Tensor, distinct: torch.Tensor) -> torch.Tensor:
+    def readouts(self, batch: dict, p: torch.Tensor, distinct: torch.Tensor, geo: torch.Tensor,
+                 known: torch.Tensor) -> torch.Tensor:
         """(B, R, d) what the pointed entities say, in word embeddings: per categorical field the
         pointed entities' classes; their mark labels; the distinct count; the number of frames
-        on which a pointed person is airborne / waves the left / right arm; per effector the objects
-        a pointed person's effector overlaps; the effector that overlaps the pointed objects."""
+        on which a pointed person shows each of ``EVENTS``; per effector the objects a pointed
+        person's effector overlaps; the effector that overlaps the pointed objects; the hand action
+        a pointed person shows first; the objects nearest to where the pointed person is first and
+        last seen on the floor."""
         mask, fields = batch["entity_mask"], batch["fields"]
         person = ((batch["kind"] == 0) & mask).float()
         out = []
@@ -287,13 +300,16 @@ class EntityReasoner(nn.Module):
         frames = batch["frame"].clamp(0, MAX_FRAMES - 1)
         n_f = int(frames.max().item()) + 1
         at_frame = F.one_hot(frames, n_f).float() * mask.unsqueeze(-1)  # (B, E, T)
-        for name, cls in (("airborne", 2), ("arm_l", 6), ("arm_r", 6)):  # class + 1: airborne, waving
-            flag = (fields[..., self.fields.index(name)] == cls).float() * p * person  # (B, E)
-            out.append(self._number((flag.unsqueeze(-1) * at_frame).amax(1).sum(-1)))
+        wp = p * person
+        present = {}  # (field, class) -> (B, T): a pointed person shows it at frame t
+        for name, cls in set(EVENTS) | set(HAND_ACTION_CLASSES):
+            flag = (fields[..., self.fields.index(name)] == cls).float() * wp  # (B, E)
+            present[name, cls] = (flag.unsqueeze(-1) * at_frame).amax(1)
+        for key in EVENTS:
+            out.append(self._number(present[key].sum(-1)))
         n_d = self.n_descriptor
         contact = batch["contact"].view(*mask.shape, self.n_effectors, 2, n_d)[..., 0, :]  # overlap: (B, E, X, D)
         desc = self._phrase(self.descriptor_words)  # (D, d)
-        wp = p * person
         touched = (wp[..., None, None] * contact).sum(1) / wp.sum(1).clamp_min(1e-3)[:, None, None]  # (B, X, D)
         out += list((touched @ desc).unbind(1))
         obj = p * (batch["kind"] == 1) * mask
@@ -304,7 +320,36 @@ class EntityReasoner(nn.Module):
         overlap = ((wp[..., None, None] * contact).sum(1) * pointed_obj.unsqueeze(1)).sum(-1)  # (B, X)
         eff = self._phrase(self.effector_words)  # (X, d)
         out.append(overlap @ eff / overlap.sum(-1, keepdim=True).clamp_min(1e-3))
+        early = EARLY ** torch.arange(n_f, device=p.device, dtype=p.dtype)  # (T,)
+        first = torch.stack([(present[key] * early).sum(-1) for key in HAND_ACTION_CLASSES], -1)  # (B, 4)
+        first = first / first.sum(-1, keepdim=True).clamp_min(1e-6)
+        out.append(first @ self._phrase(self.hand_action_words))
+        out.append(self._trajectory(batch, wp, geo, known, at_frame, early))
         return torch.stack(out, 1)
+
+    def _trajectory(self, batch: dict, wp: torch.Tensor, geo: torch.Tensor, known: torch.Tensor,
+                    at_frame: torch.Tensor, early: torch.Tensor) -> torch.Tensor:
+        """(B, d): the kind and colour words of the objects nearest to the pointed person's floor
+        point on the first frames it is seen, plus those nearest to it on the last frames."""
+        mask, fields = batch["entity_mask"], batch["fields"]
+        w = (wp * known).unsqueeze(-1) * at_frame  # (B, E, T)
+        seen = w.sum(1)  # (B, T)
+        where = (w.unsqueeze(-1) * geo[..., :2].unsqueeze(2)).sum(1) / seen.unsqueeze(-1).clamp_min(1e-3)  # (B, T, 2)
+        seen = seen.clamp(max=1.0)
+        obj = (batch["kind"] == 1) & mask & known
+        kind_i, colour_i = self.fields.index("object_kind"), self.fields.index("object_colour")
+        zero = torch.zeros_like(self.field_type[:1])
+        desc = (torch.cat([zero, self._class_table(kind_i)])[fields[..., kind_i]]
+                + torch.cat([zero, self._class_table(colour_i)])[fields[..., colour_i]])  # (B, E, d)
+        sigma = self.near_log_sigma.exp()
+        total = 0.0
+        for order in (early, early.flip(0)):  # first frames, last frames
+            wt = seen * order
+            at = (wt.unsqueeze(-1) * where).sum(1) / wt.sum(-1, keepdim=True).clamp_min(1e-6)  # (B, 2)
+            dist = (geo[..., :2] - at.unsqueeze(1)).norm(dim=-1)  # (B, E)
+            near = torch.softmax((-dist / sigma).masked_fill(~obj, -1e4), -1) * obj.any(-1, keepdim=True)
+            total = total + (near.unsqueeze(-1) * desc).sum(1)
+        return total
 
     def _number(self, value: torch.Tensor) -> torch.Tensor:
         """A soft number as the interpolated embeddings of the number words around it (word ids

@@ -13,7 +13,7 @@ from bench.synth.generate import generate
 from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities,
                                  load_entity_labels)
 from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
-from training.entity_fit import EntityFitConfig, fit_entity_reasoner, losses
+from training.entity_fit import SET_COUNT_TASKS, EntityFitConfig, EntitySplit, fit_entity_reasoner, losses
 
 TINY = ["n_scenes=8", "render.width=64", "render.height=64", "workers=1", "tasks.per_scene=3",
         "temporal.n_scenes=2", "temporal.per_scene=3"]
@@ -81,11 +81,11 @@ def test_items_attach_marks_and_point_at_the_evidence(split):
             rows = (item["view"] == v) & (item["mark"] == vocab.stoi[m.label])
             assert rows.sum() == 1, (s.id, m.label)
             assert int(item["entity_id"][rows]) == m.entity  # the mark sits on its own person
-    for s in samples:
-        item = build_entity_item(s, list(s.gt_views), labels[s.scene], vocab)
-        ids = set(item["entity_id"][item["pointer"] > 0].tolist())
-        named = {e for span in s.evidence if span.view_id in s.gt_views for e in span.entities}
-        assert ids <= named
+    for s in samples:  # the pointer's target: every sighting of an entity the evidence names
+        views = list(s.gt_views) + list(s.extra_views)
+        item = build_entity_item(s, views, labels[s.scene], vocab)
+        named = {e for span in s.evidence for e in span.entities}
+        assert (item["pointer"] > 0).tolist() == [int(i) in named for i in item["entity_id"].tolist()]
         assert item["contact"].shape[1] == CONTACT_WIDTH
 
 
@@ -126,6 +126,59 @@ def test_distinct_count_without_association_counts_sightings(split):
     out = model.eval()(batch)
     sightings = batch["pointer_override"].sum(-1)
     assert torch.allclose(out["distinct_count"], sightings, atol=1e-4)
+
+
+def test_sightings_in_one_image_are_never_one_entity(split):
+    samples, labels, vocab = split
+    s = next(s for s in samples if s.axis == "spatial")
+    item = {**build_entity_item(s, [s.gt_views[0]], labels[s.scene], vocab), **build_text_item(s, vocab)}
+    batch = collate_entities([item])
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words()).eval()
+    with torch.no_grad():
+        model.assoc_bias.fill_(100.0)  # every pair of sightings "the same person"...
+    batch["pointer_override"] = ((batch["kind"] == 0) & batch["entity_mask"]).float()
+    with torch.no_grad():
+        out = model(batch)  # ...yet one image's sightings stay distinct
+    assert float(out["distinct_count"][0]) == pytest.approx(float(batch["pointer_override"].sum()), abs=1e-3)
+
+
+def test_the_hand_action_read_out_names_the_first_action(split):
+    samples, labels, vocab = split
+    s = next(s for s in samples if s.axis == "temporal")
+    item = {**build_entity_item(s, [s.gt_views[0]], labels[s.scene], vocab), **build_text_item(s, vocab)}
+    batch = collate_entities([item])
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words()).eval()
+    person = (batch["kind"] == 0) & batch["entity_mask"]
+    first_id = int(batch["entity_id"][person][0])
+    p = (person & (batch["entity_id"] == first_id)).float()
+    fields, names = batch["fields"], model.fields
+    l, r = names.index("arm_l"), names.index("arm_r")
+    fields[..., l] = fields[..., r] = 1  # down
+    frames = batch["frame"][0][p[0] > 0]
+    assert len(set(frames.tolist())) >= 2
+    t0, t1 = sorted(set(frames.tolist()))[:2]
+    fields[0, (batch["frame"][0] == t1) & (p[0] > 0), l] = 4  # raises the left hand later...
+    fields[0, (batch["frame"][0] == t0) & (p[0] > 0), r] = 6  # ...after waving the right one
+    geo, known = model.floor_geometry(batch)
+    with torch.no_grad():
+        hand = model.readouts(batch, p, p.sum(-1), geo, known)[0, -2]
+        phrases = model._phrase(model.hand_action_words)  # inputs.entity_batch.HAND_ACTIONS order
+    best = int(torch.nn.functional.cosine_similarity(phrases, hand.unsqueeze(0)).argmax())
+    assert best == 3  # "waves the right hand"
+
+
+def test_set_count_questions_carry_their_number(bench_dir):
+    data = EntitySplit(bench_dir, "train", None)
+    data.vocab = WordVocab.build([s.question for s in data.samples] + [o for s in data.samples for o in s.options])
+    counted = 0
+    for s in data.samples:
+        target = data.item(s, list(s.gt_views))["count_target"]
+        if s.task in SET_COUNT_TASKS:
+            assert target == float(s.options[s.answer_index])
+            counted += 1
+        else:
+            assert target == -1.0
+    assert counted
 
 
 def test_floor_geometry_recovers_the_feet_point(split):

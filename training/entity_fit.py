@@ -8,7 +8,8 @@ records of every split; the same loop trains on predicted records once perceptio
 Losses: cross-entropy over the options; binary cross-entropy of the pointer against the
 evidence spans' entities (every task has them, so the pointer is trained everywhere); binary
 cross-entropy of the association logits against "same renderer id" over every pair of real
-entities of the same kind. The best epoch is chosen on val accuracy at ``+0``, a figure that
+entities of the same kind; on the questions that count a set of people (``SET_COUNT_TASKS``), a
+smooth L1 loss of the soft distinct count against the answer's number. The best epoch is chosen on val accuracy at ``+0``, a figure that
 cannot be raised by answering without a necessary view.
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ from inputs.entity_batch import (WordVocab, build_entity_item, build_text_item, 
 from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
 
 SETTINGS = ["+0", "+1", "+2", "+3", "-1"]
+# tasks whose answer is the number of distinct pointed people: the distinct count's target
+SET_COUNT_TASKS = ("dedup_count", "count_in_view", "action_count")
 
 
 @dataclass
@@ -43,6 +46,7 @@ class EntityFitConfig:
     warmup_epochs: int = 1
     pointer_weight: float = 1.0
     assoc_weight: float = 1.0
+    count_weight: float = 0.5
     extra_view_prob: float = 0.5     # train: a view set gets random extra views this often
     threads: int = 2
     model: EntityReasonerConfig = field(default_factory=EntityReasonerConfig)
@@ -71,7 +75,15 @@ class EntitySplit:
         images = self.labels.get(sample.scene)
         if images is None:
             raise KeyError(f"sample {sample.id}: no entity labels for scene {sample.scene!r}")
-        return {**build_entity_item(sample, view_ids, images, self.vocab), **build_text_item(sample, self.vocab)}
+        count = float(sample.options[sample.answer_index]) if sample.task in SET_COUNT_TASKS else -1.0
+        return {**build_entity_item(sample, view_ids, images, self.vocab), **build_text_item(sample, self.vocab),
+                "count_target": count}
+
+
+def collate(items: list[dict]) -> dict[str, torch.Tensor]:
+    batch = collate_entities(items)
+    batch["count_target"] = torch.tensor([it["count_target"] for it in items])
+    return batch
 
 
 def _train_views(sample, rng: np.random.Generator, cfg: EntityFitConfig, protocol: ProtocolConfig) -> list[str]:
@@ -91,8 +103,12 @@ def losses(out: dict, batch: dict, cfg: EntityFitConfig) -> dict[str, torch.Tens
     pair &= ~torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)
     same = (ids.unsqueeze(-1) == ids.unsqueeze(-2)).float()
     assoc = F.binary_cross_entropy_with_logits(out["assoc_logits"][pair], same[pair]) if pair.any() else answer * 0
-    total = answer + cfg.pointer_weight * pointer + cfg.assoc_weight * assoc
-    return {"loss": total, "answer": answer, "pointer": pointer, "assoc": assoc}
+    target = batch.get("count_target", torch.full_like(out["distinct_count"], -1.0))
+    counted = target >= 0
+    count = (F.smooth_l1_loss(out["distinct_count"][counted], target[counted], beta=0.5)
+             if counted.any() else answer * 0)
+    total = answer + cfg.pointer_weight * pointer + cfg.assoc_weight * assoc + cfg.count_weight * count
+    return {"loss": total, "answer": answer, "pointer": pointer, "assoc": assoc, "count": count}
 
 
 @torch.no_grad()
@@ -104,10 +120,11 @@ def score_split(model: EntityReasoner, data: EntitySplit, settings: list[str], s
     model.eval()
     protocol = ProtocolConfig()
     queries = [(s, q) for s in data.samples for q in plan_queries(s, settings, protocol, seed)]
-    records, diag = [], {"ptr_tp": 0.0, "ptr_fp": 0.0, "ptr_fn": 0.0, "as_tp": 0.0, "as_fp": 0.0, "as_fn": 0.0}
+    records, diag = [], {"ptr_tp": 0.0, "ptr_fp": 0.0, "ptr_fn": 0.0, "as_tp": 0.0, "as_fp": 0.0, "as_fn": 0.0,
+                     "count_n": 0.0, "count_exact": 0.0}
     for i in tqdm(range(0, len(queries), batch_size), disable=not progress, desc="score", unit="batch"):
         chunk = queries[i:i + batch_size]
-        batch = collate_entities([data.item(s, list(q.view_ids)) for s, q in chunk])
+        batch = collate([data.item(s, list(q.view_ids)) for s, q in chunk])
         if oracle_pointer:
             batch["pointer_override"] = batch["pointer"]
         out = model(batch)
@@ -123,6 +140,9 @@ def score_split(model: EntityReasoner, data: EntitySplit, settings: list[str], s
                             "parse_method": "scores"})
             if q.setting != "+0":
                 continue
+            if batch["count_target"][b] >= 0:
+                diag["count_n"] += 1
+                diag["count_exact"] += float(round(float(out["distinct_count"][b])) == float(batch["count_target"][b]))
             m = mask[b]
             hit = torch.sigmoid(out["pointer_logits"][b][m]) > 0.5
             tgt = batch["pointer"][b][m] > 0.5
@@ -142,7 +162,8 @@ def score_split(model: EntityReasoner, data: EntitySplit, settings: list[str], s
     figures = {"pointer_precision": 100 * tp / max(tp + diag["ptr_fp"], 1),
                "pointer_recall": 100 * tp / max(tp + diag["ptr_fn"], 1),
                "association_precision": 100 * atp / max(atp + diag["as_fp"], 1),
-               "association_recall": 100 * atp / max(atp + diag["as_fn"], 1)}
+               "association_recall": 100 * atp / max(atp + diag["as_fn"], 1),
+               "count_exact": 100 * diag["count_exact"] / max(diag["count_n"], 1)}
     return records, figures
 
 
@@ -182,7 +203,7 @@ def fit_entity_reasoner(cfg: EntityFitConfig, out_dir: str | Path | None = None,
             for j in order[i:i + cfg.batch_size]:
                 s = train.samples[int(j)]
                 items.append(train.item(s, _train_views(s, rng, cfg, protocol)))
-            batch = collate_entities(items)
+            batch = collate(items)
             out = model(batch)
             terms = losses(out, batch, cfg)
             opt.zero_grad()
