@@ -205,8 +205,9 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
     rows: dict[str, list] = {k: [] for k in ("fields", "contact", "kind", "box", "image_hw", "view", "frame", "time",
                                              "mark", "image_mark", "mark_role", "entity_id", "pointer")}
     Ks, Rs, ts, has_cam = [], [], [], []
-    # the pointer's target: every sighting, in any view and frame, of an entity the evidence names
-    evidence_ids = {int(i) for span in sample.evidence for i in span.entities}
+    evidence = {}  # the pointer's target: the entities the evidence names, in its views and time spans
+    for span in sample.evidence:
+        evidence.setdefault(span.view_id, []).append(span)
     for v_idx, vid in enumerate(view_ids):
         view = sample.view(vid)
         cam = view.camera
@@ -251,7 +252,9 @@ def build_entity_item(sample: Sample, view_ids: Sequence[str], images: dict[str,
                 rows["image_mark"].append(image_mark)
                 rows["mark_role"].append(mark_role(m.label, sample.question, sample.options) if m is not None else 0)
                 rows["entity_id"].append(int(e["id"]))
-                rows["pointer"].append(float(int(e["id"]) in evidence_ids))
+                hit = any(int(e["id"]) in span.entities and span.t_start - 1e-6 <= frame.t <= span.t_end + 1e-6
+                          for span in evidence.get(vid, []))
+                rows["pointer"].append(float(hit))
     if not rows["kind"]:
         raise ValueError(f"sample {sample.id}: no entity in views {list(view_ids)}")
     out = {k: torch.tensor(v, dtype=torch.float32 if k in ("contact", "box", "image_hw", "time", "pointer")

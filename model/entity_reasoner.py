@@ -240,15 +240,18 @@ class EntityReasoner(nn.Module):
         a = a.masked_fill(same_image, 0.0)  # two sightings in one image are two entities
         if not self.cfg.association:
             a = eye.float() * pair
+        # the pointed set: the pointed sightings spread along the association to every sighting of
+        # the same entities (other views, other frames), for the counts and the per-frame states
+        p_set = (a * p.unsqueeze(1)).amax(-1) * mask
         person = (batch["kind"] == 0) & mask
-        pp = p * person
+        pp = p_set * person
         # soft distinct count: each pointed sighting counts 1 / (pointed sightings of the same person)
         distinct = (pp / (a @ pp.unsqueeze(-1)).squeeze(-1).clamp_min(1e-3) * pp.gt(0)).sum(-1)
         with_pointed = (a * p.unsqueeze(1)).masked_fill(eye, 0).amax(-1)
         # the pointed state per frame (mean of the pointed tokens of frame f)
         frames = batch["frame"].clamp(0, MAX_FRAMES - 1)
         n_f = int(frames.max().item()) + 1
-        onehot = F.one_hot(frames, n_f).float() * (p * mask).unsqueeze(-1)  # (B, E, T)
+        onehot = F.one_hot(frames, n_f).float() * (p_set * mask).unsqueeze(-1)  # (B, E, T)
         state = onehot.transpose(1, 2) @ x / onehot.sum(1).unsqueeze(-1).clamp_min(1e-3)  # (B, T, d)
         state = state + self.time.weight[:n_f] + self.state_type
         count_tok = self._number(distinct) + self.count_type
@@ -268,7 +271,7 @@ class EntityReasoner(nn.Module):
         o = o[:, 0].view(b, n_o, -1)  # each option's CLS
         z, _ = self.option_attn(o, h, h, key_padding_mask=~seq_mask)
         learned = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)
-        readouts = self.readouts(batch, p, distinct, geo, known)  # (B, R, d)
+        readouts = self.readouts(batch, p, p_set, distinct, geo, known)  # (B, R, d)
         gate = torch.softmax(self.readout_gate(q[:, 0]), -1)  # which read-out the question asks for
         answer = (gate.unsqueeze(-1) * F.normalize(readouts, dim=-1)).sum(1)
         words = o_ids.clone()
@@ -279,14 +282,15 @@ class EntityReasoner(nn.Module):
         return {"option_logits": logits, "pointer_logits": pointer_logits, "assoc_logits": assoc_logits,
                 "distinct_count": distinct, "entity_tokens": x}
 
-    def readouts(self, batch: dict, p: torch.Tensor, distinct: torch.Tensor, geo: torch.Tensor,
-                 known: torch.Tensor) -> torch.Tensor:
+    def readouts(self, batch: dict, p: torch.Tensor, p_set: torch.Tensor, distinct: torch.Tensor,
+                 geo: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
         """(B, R, d) what the pointed entities say, in word embeddings: per categorical field the
         pointed entities' classes; their mark labels; the distinct count; the number of frames
-        on which a pointed person shows each of ``EVENTS``; per effector the objects a pointed
-        person's effector overlaps; the effector that overlaps the pointed objects; the hand action
-        a pointed person shows first; the objects nearest to where the pointed person is first and
-        last seen on the floor."""
+        on which a person of the pointed set shows each of ``EVENTS``; per effector the objects a
+        pointed person's effector overlaps; the effector that overlaps the pointed objects; the
+        hand action the pointed set shows first; the objects nearest to where the pointed set is
+        first and last seen on the floor. ``p``: the pointer (these views, these moments);
+        ``p_set``: every sighting of the pointed entities."""
         mask, fields = batch["entity_mask"], batch["fields"]
         person = ((batch["kind"] == 0) & mask).float()
         out = []
@@ -300,10 +304,10 @@ class EntityReasoner(nn.Module):
         frames = batch["frame"].clamp(0, MAX_FRAMES - 1)
         n_f = int(frames.max().item()) + 1
         at_frame = F.one_hot(frames, n_f).float() * mask.unsqueeze(-1)  # (B, E, T)
-        wp = p * person
+        wp, ws = p * person, p_set * person
         present = {}  # (field, class) -> (B, T): a pointed person shows it at frame t
         for name, cls in set(EVENTS) | set(HAND_ACTION_CLASSES):
-            flag = (fields[..., self.fields.index(name)] == cls).float() * wp  # (B, E)
+            flag = (fields[..., self.fields.index(name)] == cls).float() * ws  # (B, E)
             present[name, cls] = (flag.unsqueeze(-1) * at_frame).amax(1)
         for key in EVENTS:
             out.append(self._number(present[key].sum(-1)))
@@ -324,7 +328,7 @@ class EntityReasoner(nn.Module):
         first = torch.stack([(present[key] * early).sum(-1) for key in HAND_ACTION_CLASSES], -1)  # (B, 4)
         first = first / first.sum(-1, keepdim=True).clamp_min(1e-6)
         out.append(first @ self._phrase(self.hand_action_words))
-        out.append(self._trajectory(batch, wp, geo, known, at_frame, early))
+        out.append(self._trajectory(batch, ws, geo, known, at_frame, early))
         return torch.stack(out, 1)
 
     def _trajectory(self, batch: dict, wp: torch.Tensor, geo: torch.Tensor, known: torch.Tensor,

@@ -114,10 +114,13 @@ def perception_loss(heads: PerceptionHeads, maps: dict, targets) -> dict[str, to
 def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict]]) -> dict[str, float]:
     """Recall / precision per kind at IoU 0.5 and per-field accuracy on matched entities (in %)."""
     n = {k: [0, 0, 0] for k in KINDS}  # matched, predicted, true
+    loose = {k: 0 for k in KINDS}  # matched at IoU 0.3: found, with a loose box
     right: dict[str, list[int]] = {f: [0, 0] for f in FIELDS}
     for path, truth in truths.items():
         pred = preds.get(path, [])
         matched = match_records(pred, truth)
+        for i, _ in match_records(pred, truth, iou=0.3):
+            loose[pred[i]["kind"]] += 1
         for kind in KINDS:
             pairs = [(i, j) for i, j in matched if pred[i]["kind"] == kind]
             n[kind][0] += len(pairs)
@@ -132,6 +135,7 @@ def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict
     for kind, (m, p, t) in n.items():
         out[f"{kind}_recall"] = 100.0 * m / max(t, 1)
         out[f"{kind}_precision"] = 100.0 * m / max(p, 1)
+        out[f"{kind}_recall_iou30"] = 100.0 * loose[kind] / max(t, 1)
     for f, (r, t) in right.items():
         out[f"{f}_accuracy"] = 100.0 * r / max(t, 1)
     return out
