@@ -18,13 +18,14 @@ from bench.format import Sample, View
 
 IMAGE_TOKEN = "<image>"
 
-PROMPT_TEMPLATE = """\
-{views}
-{scene_note}
+# The closing lines: the question, its options and the instruction. A text-only (blind)
+# model is asked these alone.
+QUESTION_TEMPLATE = """\
 Question: {question}
 Options:
 {options}
 Answer with the option's letter from the given choices directly."""
+PROMPT_TEMPLATE = "{views}\n{scene_note}\n" + QUESTION_TEMPLATE
 
 SCENE_NOTE_ONE = "The view above shows the scene from one camera{time_note}."
 SCENE_NOTE_MANY = ("The {n_views} views above show the same scene from different cameras{time_note}, "
@@ -69,6 +70,11 @@ def build_prompt(sample: Sample, views: list[View]) -> str:
         question=sample.question.strip(),
         options=format_options(sample.options),
     )
+
+
+def build_question_prompt(question: str, options: list[str]) -> str:
+    """The prompt's closing lines alone (question, options, instruction): what a blind model reads."""
+    return QUESTION_TEMPLATE.format(question=question.strip(), options=format_options(options))
 
 
 def build_extract_prompt(sample: Sample, response: str) -> str:

@@ -15,9 +15,9 @@ from bench.protocol import ProtocolConfig
 from eval.__main__ import main
 from eval.adapters import ModelAdapter, Response, build_model
 from eval.adapters.base import Request
-from eval.adapters.blind import BLIND_TEMPLATE, blind_prompt, resolve_weights
+from eval.adapters.blind import blind_prompt, resolve_weights
 from eval.runner import build_request, plan_run
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 
 FAST = dict(progress=False, plots=False, n_boot=20)
 
@@ -54,7 +54,8 @@ def test_blind_prompt_has_question_and_options_but_no_views(bench):
     assert req.sample.question in text and "D. 4" in text and text.endswith("directly.")
     extract = Request("k|extract", req.sample, "extract", [], "Model's answer: blah")
     assert blind_prompt(extract) == "Model's answer: blah"
-    assert BLIND_TEMPLATE.count("{") == 2
+    # the closing lines of the unified prompt, word for word
+    assert req.prompt.endswith("\n" + text)
 
 
 def test_weights_resolution_and_bad_arguments(tmp_path):

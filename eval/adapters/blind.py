@@ -19,19 +19,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bench.prompt import format_options
+from bench.prompt import build_question_prompt
 from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.hf_common import auto_device
 from eval.adapters.registry import register_model
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SCORE_ROWS = 16  # (prompt, option) rows per forward pass in score mode
-# The unified prompt without its views: same question, options and instruction.
-BLIND_TEMPLATE = """\
-Question: {question}
-Options:
-{options}
-Answer with the option's letter from the given choices directly."""
 
 
 def default_model_dir() -> str:
@@ -75,10 +69,11 @@ def load_causal_lm(path: str, gguf_file: str | None, device: str) -> tuple[Any, 
 
 
 def blind_prompt(request: Request) -> str:
-    """Question and options only; a text-only request (fallback extraction) keeps its prompt."""
+    """The unified prompt without its views (bench.prompt's closing lines: question, options,
+    instruction); a text-only request (fallback extraction) keeps its prompt."""
     if not request.views:
         return request.prompt
-    return BLIND_TEMPLATE.format(question=request.sample.question.strip(), options=format_options(request.options))
+    return build_question_prompt(request.sample.question, request.options)
 
 
 @register_model("blind-llm")
