@@ -1,5 +1,6 @@
-"""A tiny benchmark written by the tests: real PNGs, 4- and 5-option, SVS and MVN, with and
-without cameras. Shared by the format, evaluator and training tests."""
+"""A tiny benchmark in this format, written without the generator: real PNGs, 4- and 5-option,
+SVS and MVN, with and without cameras. The tests' fixture benchmark, and the input of
+scripts/bench_request_pool.py."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
-"""A local OpenAI-compatible chat-completions server for the endpoint tests.
+"""A local OpenAI-compatible chat-completions server: the endpoint tests' server, and the one
+scripts/bench_request_pool.py measures the ``openai`` adapter's concurrency against.
 
 Binds to 127.0.0.1 only, answers at most ``max_requests`` requests (later ones get a 503)
 and drops idle keep-alive connections after ``idle_timeout`` seconds, so a test that goes

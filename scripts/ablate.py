@@ -1,7 +1,7 @@
 """The ablation table: our model, each of its switches off, bag-of-frames, blind, random and
 any zero-shot model, under one protocol on one benchmark.
 
-    python scripts/ablate.py --bench data/synth-default --out runs/ablation \
+    python -m scripts.ablate --bench data/synth-default --out runs/ablation \
         [--models clip-zeroshot qwen2_vl:path=/models/qwen2-vl-2b ...] [--skip-blind] [key=value ...]
 
 --bench holds train/, val/, test/ (generated from configs/bench/default.yaml when missing).
@@ -20,7 +20,6 @@ import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Parameter counts and CPU forward latency of the cross-view model (tiny and default configs).
 
-    python scripts/bench_model.py [--out bench_model.json] [--batch 8] [--repeats 5]
+    python -m scripts.bench_model [--out bench_model.json] [--batch 8] [--repeats 5]
 
 The model runs on cached backbone features, so latency excludes the backbone; the backbone's
 own parameter count (frozen) and its image throughput are reported separately.

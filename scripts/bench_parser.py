@@ -1,6 +1,6 @@
 """Speed of the rule-based answer parser (eval.parser.parse_answer), per answer.
 
-    python scripts/bench_parser.py [--real ../shared/parser/real_answers_dev.jsonl.gz] [--repeats 3] \
+    python -m scripts.bench_parser [--real ../shared/parser/real_answers_dev.jsonl.gz] [--repeats 3] \
         [--out runs/bench_parser.json]
 
 Parses every answer of the parser corpus (tests/data/parser_corpus.jsonl) and, with ``--real``, of a
@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from eval.parser import parse_answer  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The LLM fallback extractor measured on the parser corpus (tests/data/parser_corpus.jsonl).
 
-    python scripts/bench_parser_fallback.py [--out runs/bench_parser_fallback.json] \
+    python -m scripts.bench_parser_fallback [--out runs/bench_parser_fallback.json] \
         [--model blind-llm] [--model-arg k=v ...] [--before REV] [--all-clear] [--batch-size 8] [--limit N] \
         [--real FILE [--sample N] [--seed S] [--no-corpus]]
 
@@ -49,7 +49,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from bench.format import Sample  # noqa: E402
 from bench.prompt import build_extract_prompt  # noqa: E402

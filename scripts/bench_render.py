@@ -1,6 +1,6 @@
 """Speed of the synthetic benchmark: renderer images/s and generator questions/s.
 
-    python scripts/bench_render.py [--scenes 12] [--gen-scenes 60] [--out data/bench_render.json] [key=value ...]
+    python -m scripts.bench_render [--scenes 12] [--gen-scenes 60] [--out data/bench_render.json] [key=value ...]
 
 Overrides (e.g. render.width=64) apply to the default SynthConfig for both measurements.
 """

@@ -1,8 +1,8 @@
 """Requests in flight against a local OpenAI-compatible endpoint: what ``concurrency`` buys.
 
-    python scripts/bench_request_pool.py [--concurrency 16] [--batch-size 8] [--delay 0.2] [--scenes 4]
+    python -m scripts.bench_request_pool [--concurrency 16] [--batch-size 8] [--delay 0.2] [--scenes 4]
 
-Starts the test suite's fake endpoint (tests/fake_endpoint.py, loopback only) that holds every
+Starts the fake endpoint of the tests (eval/fake_endpoint.py, loopback only) that holds every
 request ``--delay`` seconds, runs ``python -m eval``'s ``openai`` adapter over a tiny
 benchmark and prints the peak number of requests the server saw at once, the TCP
 connections it was opened over, the request count and the wall time.
@@ -16,11 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's packages, and the test helpers
-
-from fake_endpoint import FakeEndpoint  # noqa: E402
-from tiny_bench import make_tiny_benchmark  # noqa: E402
+from bench.tiny import make_tiny_benchmark
+from eval.fake_endpoint import FakeEndpoint
 
 
 def main(argv: list[str] | None = None) -> int:

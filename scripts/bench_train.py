@@ -1,7 +1,7 @@
 """Training-pipeline figures: the feature cache against re-encoding, the full protocol against
 +0 alone, and images encoded once against the naive count.
 
-    python scripts/bench_train.py [--config configs/default.yaml] [--out bench_train.json] [key=value ...]
+    python -m scripts.bench_train [--config configs/default.yaml] [--out bench_train.json] [key=value ...]
 
 Uses the config's benchmark (generated if missing) and feature cache. The per-epoch
 figures are measured on ``--batches`` training batches and scaled to a whole epoch.
@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 
 

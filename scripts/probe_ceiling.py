@@ -1,6 +1,6 @@
 """The ceiling: what would PERFECT per-view perception give the default cross-view model?
 
-    python scripts/probe_ceiling.py [--config configs/default.yaml] [--out runs/probe_ceiling.json]
+    python -m scripts.probe_ceiling [--config configs/default.yaml] [--out runs/probe_ceiling.json]
         [--splits val test] [--baseline checkpoints/<random-backbone run>] [--workers 1]
         [--transfer READOUT] [key=value ...]
 
@@ -54,7 +54,6 @@ import numpy as np
 import torch
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 
 from bench.synth.semantic_grid import GRID, LAYOUT, OFFSET, WIDTH, view_features  # noqa: E402

@@ -1,7 +1,7 @@
 """How much do the cached backbone features carry? Direct-supervision probes on the synthetic
 benchmark, trained on its train split and scored on its val split.
 
-    python scripts/probe_features.py [--config configs/default.yaml] [--out runs/probe_features.json] [key=value ...]
+    python -m scripts.probe_features [--config configs/default.yaml] [--out runs/probe_features.json] [key=value ...]
 
 Nine probes, each a small classifier on frozen features (no question, no language head):
 
@@ -54,7 +54,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 
 from inputs.view_counts import MAX_COUNT  # noqa: E402  (counts above it share its class)

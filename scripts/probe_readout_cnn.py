@@ -1,7 +1,7 @@
 """Can the semantic grid be read from these pixels at all? A small CNN trained on the readout
 corpus, against the tower's readout on the same held-out scenes.
 
-    python scripts/probe_readout_cnn.py [--corpus data/pretrain/readout/corpus.pt] [--epochs 3]
+    python -m scripts.probe_readout_cnn [--corpus data/pretrain/readout/corpus.pt] [--epochs 3]
         [--readout checkpoints/backbone/<name>/readout --backbone checkpoints/backbone/<name>]
         [--out runs/probe_readout_cnn.json]
 
@@ -26,7 +26,6 @@ from pathlib import Path
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synth.semantic_grid import LAYOUT  # noqa: E402
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD  # noqa: E402

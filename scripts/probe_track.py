@@ -1,6 +1,6 @@
 """What has the person track's state head learnt? Per-task state accuracy against the majority class.
 
-    python scripts/probe_track.py checkpoints/<stage or joint run>/best.ckpt [--split val]
+    python -m scripts.probe_track checkpoints/<stage or joint run>/best.ckpt [--split val]
         [--settings +0] [--ground-truth] [--out runs/probe_track.json]
 
 ``val/track_seen_acc`` (the stage's monitor) is the state accuracy on the (view, frame) pairs
@@ -39,7 +39,6 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 
 from inputs.track import CHANNEL, IGNORE, TRACK_STATES, UNSEEN, track_targets  # noqa: E402
@@ -210,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if module.model.track is None:
         raise SystemExit(f"error: {args.ckpt}: its model has no track (model.fusion.track is off)")
     if args.ground_truth:
-        from probe_ceiling import GroundTruthCache  # scripts/ is on sys.path when run as a script
+        from scripts.probe_ceiling import GroundTruthCache
         cache, tokenizer = GroundTruthCache(cfg.data.cache_dir), build_tokenizer(cfg.model)
     else:
         cache, tokenizer = build_components(cfg)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from eval.adapters import ModelAdapter, Response
 from eval.runner import evaluate
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 
 FAST = dict(progress=False, plots=False, n_boot=50)
 SCRIPT = '<script>document.title="pwned"</script>'

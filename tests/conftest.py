@@ -14,10 +14,12 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # The image index (bench/images.py) of test benchmarks goes to a throw-away folder, not ~/.cache.
 os.environ.setdefault("CROSSVIEW_CACHE_DIR", tempfile.mkdtemp(prefix="crossview-test-cache-"))
-sys.path.insert(0, str(Path(__file__).parent))
+# The tests' own helpers (tests/*.py), and this checkout's root for ``scripts`` (run as
+# ``python -m scripts.<name>`` from the root; not an installed package).
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
 
-from fake_endpoint import FakeEndpoint  # noqa: E402
-from tiny_bench import make_tiny_benchmark  # noqa: E402
+from eval.fake_endpoint import FakeEndpoint  # noqa: E402
+from bench.tiny import make_tiny_benchmark  # noqa: E402
 
 
 @pytest.fixture
@@ -28,7 +30,7 @@ def tiny_bench(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def endpoint():
-    """Start local chat-completions servers (tests/fake_endpoint.py); all are closed after the test."""
+    """Start local chat-completions servers (eval/fake_endpoint.py); all are closed after the test."""
     servers: list[FakeEndpoint] = []
 
     def start(script=(), after="ok", **kwargs) -> FakeEndpoint:

@@ -9,7 +9,7 @@ import pytest
 from eval.__main__ import main
 from eval.adapters import build_model
 from eval.adapters.clip_zeroshot import RANDOM_WARNING
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 
 TINY_CLIP = {"embed_dim": 16,
              "vision_cfg": {"image_size": 32, "layers": 1, "width": 16, "patch_size": 8, "head_width": 8},

@@ -16,7 +16,7 @@ from eval.adapters.base import Request, RequestView
 from eval.adapters.hf_common import chat_messages, per_view_tokens, token_runs
 from eval.adapters.internvl import tile_grid
 from eval.adapters.resolution import ResolutionPolicy
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 from tiny_mllm import make_tiny_internvl, make_tiny_llava_onevision, make_tiny_qwen2_vl
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,8 +14,8 @@ import pytest
 from eval.__main__ import main
 from eval.adapters.openai_compat import EndpointError
 from eval.runner import evaluate
-from fake_endpoint import error_reply
-from tiny_bench import make_tiny_benchmark
+from eval.fake_endpoint import error_reply
+from bench.tiny import make_tiny_benchmark
 
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"
 FAST = dict(progress=False, plots=False, n_boot=20)

@@ -8,7 +8,7 @@ import pytest
 
 from bench.__main__ import main as bench_main
 from bench.format import BenchmarkError, load_benchmark, sample_to_dict
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 
 
 def _rewrite(root: Path, edit) -> None:

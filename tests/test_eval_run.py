@@ -9,7 +9,7 @@ from eval.__main__ import main
 from eval.adapters import ModelAdapter, Response, build_model
 from eval.errors import EvalInputError
 from eval.runner import evaluate
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 
 FAST = dict(progress=False, plots=False, n_boot=100)
 

@@ -17,7 +17,7 @@ from PIL import Image
 from bench.__main__ import main as bench_main
 from eval.__main__ import main as eval_main
 from eval.runner import evaluate
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 
 N_BOOT = 100
 

@@ -13,7 +13,7 @@ from bench.__main__ import main as bench_main
 from bench.format import load_benchmark, sample_to_dict
 from bench.protocol import ProtocolConfig, parse_settings
 from eval.runner import plan_run
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 
 
 @pytest.fixture(scope="module")

@@ -126,3 +126,20 @@ def test_scoring_a_checkpoint_loads_neither_lightning_nor_training(tiny_bench, t
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["code"] == 0 and (out / "summary.json").is_file(), proc.stderr[-2000:]
     assert result["loaded"] == [], result["loaded"]
+
+
+TEST_HELPERS = {p.stem for p in (ROOT / "tests").glob("*.py")}  # conftest, browse_runs, tiny_mllm, ...
+
+
+def test_nothing_outside_tests_imports_tests_and_scripts_edit_no_sys_path():
+    """The packages, scripts/ and train.py never reach into tests/ (its helpers are importable
+    only because conftest puts tests/ on sys.path), and scripts run as ``python -m scripts.<name>``
+    from the root without editing sys.path."""
+    files = [p for d in (*PACKAGES, "scripts") for p in sorted((ROOT / d).rglob("*.py"))] + [ROOT / "train.py"]
+    reach = sorted(f"{p.relative_to(ROOT)} imports {m}" for p in files for m in imported_modules(p)
+                   if m.split(".")[0] == "tests" or m.split(".")[0] in TEST_HELPERS)
+    assert reach == []
+    edits = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "scripts").glob("*.py")
+                   if any(isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name)
+                          and n.value.id == "sys" for n in ast.walk(ast.parse(p.read_text()))))
+    assert edits == []

@@ -135,7 +135,7 @@ def test_wrong_token_ids_are_refused():
 
 
 def test_training_the_head_on_a_benchmark_without_records_is_refused(tmp_path):
-    from tiny_bench import make_tiny_benchmark
+    from bench.tiny import make_tiny_benchmark
     from training.config import load_train_config
     from training.datamodule import check_mark_facts
     bench = load_benchmark(make_tiny_benchmark(tmp_path / "b", n_scenes=2))
@@ -159,7 +159,7 @@ def test_a_run_with_the_head_trains_logs_and_scores_through_the_evaluator(tmp_pa
     import json
 
     from test_train_e2e import tiny_config
-    from tiny_bench import make_tiny_benchmark
+    from bench.tiny import make_tiny_benchmark
     from training.run import train
     root = tmp_path / "bench"
     for split in ("train", "val", "test"):

@@ -8,7 +8,7 @@ import torch
 from bench.format import load_benchmark
 from inputs.features import FeatureTable
 from inputs.text import PromptTokenizer
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 from training.config import AugmentConfig
 from training.data import ViewSetDataset
 

@@ -3,7 +3,6 @@ it; marked images and clip frames get their view's truth; a foreign image is ref
 unchanged training code runs on the ground-truth cache and the script writes its table."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import warnings
@@ -24,10 +23,7 @@ from training.config import TrainConfig
 
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 
-_spec = importlib.util.spec_from_file_location(
-    "probe_ceiling", Path(__file__).resolve().parents[1] / "scripts" / "probe_ceiling.py")
-pc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pc)
+import scripts.probe_ceiling as pc  # noqa: E402
 
 TINY = ["n_scenes=6", "temporal.n_scenes=2", "render.width=64", "render.height=64", "workers=1",
         "tasks.per_scene=2", "split_fractions=[0.5,0.25,0.25]"]

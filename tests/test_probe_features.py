@@ -2,7 +2,6 @@
 when the features carry the answer (so a chance-level figure is the features' fault)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -19,10 +18,7 @@ from training.config import TrainConfig
 
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
 
-_spec = importlib.util.spec_from_file_location(
-    "probe_features", Path(__file__).resolve().parents[1] / "scripts" / "probe_features.py")
-probe = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(probe)
+import scripts.probe_features as probe  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,13 @@
 """scripts/probe_track.py: the track's per-task state accuracy against the train majority."""
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import torch
 
 from inputs.track import IGNORE, STATE_ID, TRACK_STATES, UNSEEN
 
-_spec = importlib.util.spec_from_file_location("probe_track", Path(__file__).parents[1] / "scripts" / "probe_track.py")
-probe_track = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(probe_track)
+import scripts.probe_track as probe_track
 
 J0, J1 = STATE_ID["jump:0"], STATE_ID["jump:1"]
 

@@ -137,10 +137,7 @@ def test_corpus_is_seeded_and_apart_from_every_other_stream(tmp_path):
 def test_cnn_probe_trains_on_a_corpus_and_reports_each_block(tmp_path):
     """scripts/probe_readout_cnn.py: held-out scenes stay out of training; figures per block,
     with the whole-body-visible subsets beside them."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("probe_readout_cnn", ROOT / "scripts" / "probe_readout_cnn.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    import scripts.probe_readout_cnn as probe
     cfg = ReadoutCorpusConfig(bench_config=str(ROOT / "configs/bench/default.yaml"), n_spatial=3, n_temporal=0,
                               workers=1)
     build_corpus(cfg, 160, tmp_path / "corpus.pt", progress=False)

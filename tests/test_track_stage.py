@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bench.format import load_benchmark
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 from training.checkpoint import read_checkpoint
 from training.config import load_train_config
 from training.datamodule import _tasks

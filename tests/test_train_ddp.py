@@ -17,7 +17,7 @@ from bench.config import save_config
 from bench.format import load_benchmark
 from inputs.items import frame_count
 from model.config import tiny_model_config
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 from training.config import TrainConfig
 from training.data import BucketBatchSampler
 from training.datamodule import frame_sorted_batches

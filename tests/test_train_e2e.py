@@ -12,7 +12,7 @@ import yaml
 
 from bench.config import ConfigError, to_dict
 from model.config import tiny_model_config
-from tiny_bench import make_tiny_benchmark
+from bench.tiny import make_tiny_benchmark
 from training.checkpoint import CheckpointError, read_checkpoint
 from training.config import TrainConfig, load_train_config
 from training.run import train
