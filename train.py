@@ -16,14 +16,18 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/default.yaml", help="YAML run config")
     parser.add_argument("--resume", nargs="?", const="latest", default=None,
                         help="continue from a run folder's last.ckpt (no value: the newest run of this config)")
     parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. trainer.max_epochs=3 seed=1")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     from bench.config import ConfigError
     from training.checkpoint import CheckpointError

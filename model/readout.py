@@ -1,6 +1,6 @@
 """A frozen readout that turns a tower's patch tokens into a predicted semantic grid.
 
-The ceiling experiment (README, ``scripts/probe_ceiling.py``) showed that the cross-view model
+The ceiling experiment (docs/results.md, ``scripts/probe_ceiling.py``) showed that the cross-view model
 reaches its spatial targets when every cell of a view says what it shows (one-hot blocks: the
 person owning the cell with shirt, trousers, hat, posture, arm states, touched object, visible
 fraction; the object owning it; the view's person count). The tower's tokens carry much of
