@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
-    from bench.config import ConfigError
+    from common.config import ConfigError
     from training.checkpoint import CheckpointError
     from training.config import load_train_config
     from training.run import latest_run, train

@@ -33,7 +33,7 @@ from bench.constants import LETTERS
 from bench.export_hf import QUERIES, ExportConfig, find_splits, query_rows, queries_features, write_shards
 from bench.format import load_benchmark
 from bench.protocol import setting_sort_key
-from bench.provenance import file_sha256
+from common.provenance import file_sha256
 
 TEMPLATE = Path(__file__).parent / "templates" / "lmms_eval_utils.py.tmpl"
 LMMS_MARKER = "utils.py"

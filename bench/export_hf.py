@@ -209,7 +209,7 @@ def export_hf(path: str | Path, out: str | Path, cfg: ExportConfig | None = None
     """
     from bench.hf_card import write_card
     from bench.outdir import staged_dir
-    from bench.provenance import file_sha256
+    from common.provenance import file_sha256
     cfg = cfg or ExportConfig()
     splits = find_splits(path)
     benches = [(name, load_benchmark(folder)) for name, folder in splits]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from bench.atomic import atomic_write_json
+from common.atomic import atomic_write_json
 
 log = logging.getLogger(__name__)
 _MEMO: dict[str, tuple[int, int, str]] = {}  # abs path -> (size, mtime_ns, sha256) of decodable images

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bench.config import KeyValueError, parse_key_value
+from common.config import KeyValueError, parse_key_value
 from bench.constants import LETTERS
 
 FIELDS = ("id", "task", "question", "options", "answer", "images", "scene", "subset", "axis", "granularity")

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from bench.atomic import atomic_write_text
+from common.atomic import atomic_write_text
 from bench.constants import DEFAULT_N_BOOT
 from bench.protocol import add_protocol_arguments
 from eval.errors import DATA, EvalInputError, RunError, describe_failure

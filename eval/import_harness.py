@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.constants import DEFAULT_N_BOOT
 from bench.prompt import template_fingerprint
 from bench.protocol import ProtocolConfig
-from bench.provenance import file_sha256
+from common.provenance import file_sha256
 from eval.adapters.base import Response
 from eval.errors import DATA, USAGE, EvalInputError
 from eval.harness_files import READERS, HarnessAnswer, HarnessFileError

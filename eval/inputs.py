@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.config import ConfigError, KeyValueError, parse_key_value
+from common.config import ConfigError, KeyValueError, parse_key_value
 from bench.constants import AXES, GRANULARITIES, OVERALL, SUBSETS
 from bench.format import Benchmark, BenchmarkError, load_benchmark
 from bench.protocol import ProtocolConfig, check_settings, parse_settings

@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from bench.atomic import atomic_write_json, read_json_object
+from common.atomic import atomic_write_json, read_json_object
 from bench.format import Benchmark
 from bench.images import images_digest, inspect_images
-from bench.provenance import environment, utc_now
+from common.provenance import environment, utc_now
 from eval.predictions import prediction_files
 
 MANIFEST = "run.json"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.atomic import atomic_write_text
+from common.atomic import atomic_write_text
 from bench.constants import DEFAULT_N_BOOT, OVERALL
 from eval.bootstrap import cluster_sums, cluster_weights, percentile_ci, replicate_means
 from eval.errors import DATA, USAGE, EvalInputError
@@ -69,7 +69,7 @@ def split_config(config: str | Path, overrides: list[str]):
     Raises:
         EvalInputError: a bad config, or one whose test split gets no scene (exit 2, one line).
     """
-    from bench.config import ConfigError, load_config
+    from common.config import ConfigError, load_config
     from bench.synth.config import SynthConfig
     try:
         cfg = load_config(SynthConfig, config, overrides)
@@ -88,7 +88,7 @@ def ensure_split(config: str | Path, root: str | Path, overrides: list[str], pro
         EvalInputError: a bad config (exit 2), a folder generated from another config or a
             generator failure (exit 1), one line each.
     """
-    from bench.config import to_dict
+    from common.config import to_dict
     from bench.synth.generate import SceneError, generate
     root = Path(root)
     cfg = split_config(config, overrides)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import matplotlib
 
-from bench.atomic import atomic_target
+from common.atomic import atomic_target
 from bench.constants import SUBSETS
 
 matplotlib.use("Agg")

@@ -21,7 +21,7 @@ import os
 import time
 from pathlib import Path
 
-from bench.atomic import atomic_target
+from common.atomic import atomic_target
 
 log = logging.getLogger(__name__)
 

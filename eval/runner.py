@@ -17,12 +17,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from bench.atomic import atomic_write_text
+from common.atomic import atomic_write_text
 from bench.constants import DEFAULT_N_BOOT
 from bench.format import Benchmark
 from bench.prompt import template_fingerprint
 from bench.protocol import ProtocolConfig
-from bench.provenance import file_sha256, utc_now
+from common.provenance import file_sha256, utc_now
 from eval.adapters.base import ModelAdapter
 from eval.answering import answer_queries, make_record  # noqa: F401  (make_record: public API)
 from eval.errors import DATA, USAGE, EvalInputError

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.atomic import atomic_write_json, read_json_object
+from common.atomic import atomic_write_json, read_json_object
 from bench.constants import DEFAULT_N_BOOT
 from bench.protocol import setting_sort_key
 from eval.bootstrap import ALPHA

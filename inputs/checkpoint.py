@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from bench.config import ConfigError, from_dict
+from common.config import ConfigError, from_dict
 from model.config import ModelConfig
 
 MODEL_PREFIX = "model."  # the LightningModule holds the network as its attribute ``model``

@@ -25,8 +25,8 @@ from safetensors.torch import load_file, save_file
 
 from tqdm.auto import tqdm
 
-from bench.atomic import atomic_target
-from bench.provenance import file_sha256
+from common.atomic import atomic_target
+from common.provenance import file_sha256
 
 log = logging.getLogger(__name__)
 

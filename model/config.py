@@ -1,7 +1,7 @@
 """Typed configuration of the cross-view model: one dataclass per component.
 
 `ModelConfig` aggregates them and carries the ablation switches. YAML becomes these typed
-configs in one place, bench.config.from_dict (via training/config.py), where an unknown key
+configs in one place, common.config.from_dict (via training/config.py), where an unknown key
 or a wrongly typed value is an error.
 
 The defaults ARE the shipped model, the one `python train.py` trains (configs/default.yaml

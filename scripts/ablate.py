@@ -68,7 +68,7 @@ def score_adapter(name: str, model: str, args: dict, bench: Path, out: Path, set
 
 def parse_model_spec(spec: str) -> tuple[str, str, dict]:
     """``name`` or ``name:key=value,key=value`` -> (row name, adapter, args)."""
-    from bench.config import KeyValueError, parse_key_value
+    from common.config import KeyValueError, parse_key_value
     model, _, rest = spec.partition(":")
     args = {}
     for item in filter(None, rest.split(",")):

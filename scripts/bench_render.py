@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.config import load_config
+from common.config import load_config
 from bench.synth.config import SynthConfig
 from bench.synth.generate import generate
 from bench.synth.observe import observe_view

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
 
-    from bench.config import to_dict
+    from common.config import to_dict
     from bench.format import Benchmark, load_benchmark
     from eval.adapters.crossview import CrossViewAdapter
     from eval.runner import evaluate

@@ -144,7 +144,7 @@ class GroundTruthCache(FeatureCache):
     def synth_config(self, split_root: Path):
         """The generator config stored in a split's benchmark.json."""
         if split_root not in self._configs:
-            from bench.config import from_dict
+            from common.config import from_dict
             from bench.synth.config import SynthConfig
             file = split_root / "benchmark.json"
             if not file.is_file():
@@ -302,7 +302,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.config import to_dict
+    from common.config import to_dict
     from bench.format import load_benchmark
     from inputs.checkpoint import read_checkpoint
     from inputs.items import split_images

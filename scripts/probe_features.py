@@ -166,7 +166,7 @@ def mark_labels(bench_file: Path, bench, attributes: dict) -> dict[str, list[tup
     once from the stored generator config and seed, whatever the number of attributes."""
     import numpy as np
 
-    from bench.config import from_dict
+    from common.config import from_dict
     from bench.synth.config import SynthConfig
     from bench.synth.scene import sample_scene
     doc = json.loads(bench_file.read_text())

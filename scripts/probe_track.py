@@ -140,7 +140,7 @@ def unseen_reasons(doc: dict, build=None) -> dict:
     scene's per-view, per-frame observations (default: the generator's rebuild)."""
     from bench.synth.tasks_temporal import SIDE_TEXT, counted_part_visible
     if build is None:
-        from bench.config import from_dict
+        from common.config import from_dict
         from bench.synth.config import SynthConfig
         from bench.synth.generate import build_temporal_scene
         cfg = from_dict(SynthConfig, doc["config"])

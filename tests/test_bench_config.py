@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bench.config import ConfigError, load_config, save_config, to_dict
+from common.config import ConfigError, load_config, save_config, to_dict
 
 
 @dataclass
@@ -69,8 +69,8 @@ def test_base_file_is_merged_under(tmp_path):
 
 
 def test_one_key_value_parser_for_overrides_model_args_and_maps():
-    """bench.config.parse_key_value is what config overrides, --model-arg and --map all use."""
-    from bench.config import KeyValueError, parse_key_value
+    """common.config.parse_key_value is what config overrides, --model-arg and --map all use."""
+    from common.config import KeyValueError, parse_key_value
     from bench.import_presets import parse_map
     from eval.inputs import parse_model_args
     assert parse_key_value(" a.b =[1, 2]") == ("a.b", [1, 2])

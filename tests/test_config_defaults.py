@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.config import ConfigError, to_dict
+from common.config import ConfigError, to_dict
 from training.config import TrainConfig, load_train_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bench.config import ConfigError, in_range, load_config
+from common.config import ConfigError, in_range, load_config
 from bench.synth.config import SynthConfig
 from training.config import load_train_config
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import ConfigError
+from common.config import ConfigError
 from training.config import TrainConfig
 from training.datamodule import ensure_benchmark
 

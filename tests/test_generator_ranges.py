@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bench.__main__ import main as bench_main
-from bench.config import ConfigError, load_config
+from common.config import ConfigError, load_config
 from bench.synth import generate as gen
 from bench.synth.check import check
 from bench.synth.config import SVS_TASKS, SynthConfig

@@ -6,10 +6,13 @@
   inputs/ ◄─────────────────────────────────────────────────────┘
      ▼
   model/, bench/
+     ▼
+  common/
 
-bench and model import none of the others; inputs (the model's input pipeline) imports neither
-training, eval nor Lightning; eval imports no training module; training imports eval only to run
-the final test. Every import counts, lazy ones inside functions included.
+common (config loading, atomic writes, provenance) imports no package of the project; bench and
+model import only common; inputs (the model's input pipeline) imports neither training, eval nor
+Lightning; eval imports no training module; training imports eval only to run the final test.
+Every import counts, lazy ones inside functions included.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("bench", "model", "inputs", "training", "eval")
+PACKAGES = ("common", "bench", "model", "inputs", "training", "eval")
 # The one module of training/ that may import eval: it runs the held-out protocol at the end
 # of python train.py through the evaluator's crossview adapter (training.run.evaluate_module).
 TRAINING_MAY_IMPORT_EVAL = {"training/run.py"}
@@ -75,6 +78,13 @@ def test_the_walker_sees_imports_lazy_ones_included(graph):
     assert offenders(graph, "eval", ("bench",))  # the rule helper itself can fail
 
 
+def test_common_imports_no_package_of_the_project(graph):
+    assert offenders(graph, "common", ("bench", "model", "inputs", "training", "eval", "scripts")) == []
+    # the plumbing is imported from every layer above it, not copied there
+    users = {f.split("/")[0] for f, modules in graph.items() if any(m.split(".")[0] == "common" for m in modules)}
+    assert {"bench", "inputs", "training", "eval"} <= users
+
+
 def test_bench_and_model_import_no_package_above_them(graph):
     assert offenders(graph, "bench", ("model", "inputs", "training", "eval")) == []
     assert offenders(graph, "model", ("inputs", "training", "eval", "lightning", "pytorch_lightning")) == []
@@ -104,7 +114,7 @@ print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules
 
 
 def test_scoring_a_checkpoint_loads_neither_lightning_nor_training(tiny_bench, tmp_path):
-    from bench.config import to_dict
+    from common.config import to_dict
     from model.config import tiny_model_config
     from training.config import TrainConfig
     from training.module import CrossViewModule

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from bench.config import load_config
+from common.config import load_config
 from bench.format import load_benchmark
 from bench.synth.captions import IGNORE as NOT_SHOWN
 from bench.synth.captions import MARK_FACT_KEYS

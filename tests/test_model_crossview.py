@@ -214,7 +214,7 @@ def test_summary_entities_chooses_which_mark_tokens_the_summary_pools(source):
 def test_a_stored_config_without_summary_last_keeps_the_prefix_order_of_its_time():
     """A checkpoint's config written before the key existed loads with summary_last false
     (FusionConfig.ADDED_KEYS); a config loaded from YAML gets the current default."""
-    from bench.config import from_dict, load_config, to_dict
+    from common.config import from_dict, load_config, to_dict
     from model import ModelConfig
     stored = to_dict(ModelConfig())
     del stored["fusion"]["summary_last"]

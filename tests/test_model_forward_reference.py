@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.config import from_dict, to_dict
+from common.config import from_dict, to_dict
 from model import ModelConfig, build_model
 from model.dummy_batch import random_batch
 

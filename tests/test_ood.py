@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.config import load_config
+from common.config import load_config
 from bench.synth.config import SynthConfig
 from bench.synth.generate import generate
 from eval.__main__ import main as eval_main

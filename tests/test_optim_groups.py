@@ -3,7 +3,7 @@ import warnings
 
 import pytest
 
-from bench.config import ConfigError, to_dict
+from common.config import ConfigError, to_dict
 from model.config import tiny_model_config
 from training.config import TrainConfig, load_train_config
 from training.module import CrossViewModule

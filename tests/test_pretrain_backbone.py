@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.config import load_config
+from common.config import load_config
 from bench.synth.captions import IGNORE, CaptionTokenizer, caption_vocabulary, person_facts, view_caption
 from bench.synth.config import SynthConfig
 from bench.synth.generate import build_scene

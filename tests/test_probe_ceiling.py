@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bench.config import load_config, save_config
+from common.config import load_config, save_config
 from bench.format import load_benchmark
 from bench.synth.captions import COLOUR_NAMES, OBJECT_KINDS
 from bench.synth.config import SynthConfig

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.config import load_config, save_config
+from common.config import load_config, save_config
 from bench.format import load_benchmark
 from bench.synth.config import SynthConfig
 from bench.synth.generate import generate

@@ -77,7 +77,7 @@ def check_paths(args: list[str]) -> list[str]:
 
 
 def check_model_args(args: list[str]) -> list[str]:
-    from bench.config import ConfigError, from_dict
+    from common.config import ConfigError, from_dict
     from eval.adapters.registry import get_model_class
     from eval.inputs import parse_model_args
     names = option_values(args, "--model")
@@ -93,7 +93,7 @@ def check_model_args(args: list[str]) -> list[str]:
 
 
 def check_invocation(kind: str, target: str, args: list[str]) -> list[str]:
-    from bench.config import ConfigError, load_config
+    from common.config import ConfigError, load_config
     problems = check_paths(args)
     if kind == "file":
         if not (ROOT / target).is_file():

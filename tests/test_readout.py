@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.config import load_config
+from common.config import load_config
 from bench.synth.config import SynthConfig
 from bench.synth.generate import build_scene
 from bench.synth.semantic_grid import LAYOUT, OFFSET, WIDTH, block_targets, view_features

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import ConfigError, load_config
+from common.config import ConfigError, load_config
 from bench.format import load_benchmark
 from bench.synth.check import check
 from bench.synth.config import SynthConfig

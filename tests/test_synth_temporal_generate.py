@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.config import load_config
+from common.config import load_config
 from bench.format import load_benchmark
 from bench.synth.check import check
 from bench.synth.config import SynthConfig

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from bench.config import ConfigError
+from common.config import ConfigError
 from bench.format import Camera, Frame, View
 from inputs.track import IGNORE, box_cells, track_boxes
 from model import build_model, tiny_model_config
@@ -94,7 +94,7 @@ def test_the_generator_records_the_asked_persons_box_on_every_frame():
     from bench.synth.generate import build_temporal_scene
     from bench.synth.questions import person_boxes
     from bench.synth.tasks_common import TaskContext
-    from bench.config import load_config
+    from common.config import load_config
     from bench.synth.config import SynthConfig
     cfg = load_config(SynthConfig, "configs/bench/default.yaml", ["render.width=64", "render.height=64"])
     scene, renders, obs, cams = build_temporal_scene(cfg, 0)
@@ -147,7 +147,7 @@ def test_track_motion_feeds_the_state_head_and_is_off_by_default():
 
 
 def test_the_track_reads_layernormed_words_and_old_configs_keep_raw_ones():
-    from bench.config import from_dict
+    from common.config import from_dict
     from model.config import FusionConfig
     cfg = _config()
     assert cfg.fusion.track_word_norm and build_model(cfg).track.word_norm is not None

@@ -111,7 +111,7 @@ def test_the_track_stage_trains_the_track_alone_and_seeds_the_joint_run(splits, 
 
 
 def test_monitoring_the_track_needs_the_track():
-    from bench.config import ConfigError
+    from common.config import ConfigError
     with pytest.raises(ConfigError, match="model.fusion.track=true"):
         load_train_config("configs/default.yaml", ["trainer.monitor=val/track_acc"])
     assert load_train_config("configs/track_stage.yaml").trainer.monitor == "val/track_seen_acc"
@@ -121,7 +121,7 @@ def test_a_loss_of_the_track_alone_needs_the_track_and_its_monitor():
     stage = load_train_config("configs/track_stage.yaml")
     assert stage.loss.track_only  # the stage runs the model's track path alone
     assert not load_train_config("configs/default.yaml").loss.track_only
-    from bench.config import ConfigError
+    from common.config import ConfigError
     with pytest.raises(ConfigError, match="monitor to val/track_acc or val/track_seen_acc"):
         load_train_config("configs/track_stage.yaml", ["trainer.monitor=val/acc"])
     only_track = [f"loss.{k}=0" for k in ("answer", "evidence", "entity_evidence", "identity", "view_count")]
@@ -145,9 +145,9 @@ def test_train_py_says_a_stage_was_not_scored(monkeypatch, capsys):
 def test_the_stage_trains_on_every_verified_question_of_the_default_benchmark():
     """configs/track_stage.yaml reads configs/bench/verified.yaml: the default benchmark's config
     with train_selection=verified and nothing else changed (so val and test are the default's)."""
-    from bench.config import load_config
+    from common.config import load_config
     from bench.synth.config import SynthConfig
-    from bench.config import to_dict
+    from common.config import to_dict
     stage = load_train_config("configs/track_stage.yaml")
     assert stage.data.generate_config == "configs/bench/verified.yaml"
     assert stage.data.bench_dir != load_train_config("configs/default.yaml").data.bench_dir
@@ -161,7 +161,7 @@ def test_the_stage_trains_on_every_verified_question_of_the_default_benchmark():
 def test_the_joint_config_continues_the_stage():
     """configs/track_joint.yaml: the stage's track architecture (init_from checks it), the
     default's everything else, and no run without the stage's checkpoint."""
-    from bench.config import ConfigError
+    from common.config import ConfigError
     with pytest.raises(ConfigError, match="init_from"):
         load_train_config("configs/track_joint.yaml")
     stage = load_train_config("configs/track_stage.yaml")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import save_config
+from common.config import save_config
 from bench.format import load_benchmark
 from inputs.items import frame_count
 from model.config import tiny_model_config

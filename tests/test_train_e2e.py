@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from bench.config import ConfigError, to_dict
+from common.config import ConfigError, to_dict
 from model.config import tiny_model_config
 from bench.tiny import make_tiny_benchmark
 from training.checkpoint import CheckpointError, read_checkpoint

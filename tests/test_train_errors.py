@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.config import to_dict
+from common.config import to_dict
 from eval.__main__ import main as eval_main
 from inputs.checkpoint import load_model
 from model.config import tiny_model_config

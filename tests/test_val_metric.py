@@ -87,7 +87,7 @@ class _ValSet:
 
 def test_the_validation_hook_logs_the_shared_metric():
     """on_validation_epoch_end: per-view-set flags (reduced over ranks) -> validation_accuracy."""
-    from bench.config import to_dict
+    from common.config import to_dict
     from model.config import tiny_model_config
     from training.config import TrainConfig
     from training.module import CrossViewModule

@@ -105,7 +105,7 @@ def test_the_count_loss_is_masked_and_in_the_total():
 
 @pytest.mark.parametrize("width", [-1])
 def test_a_negative_width_is_refused(width):
-    from bench.config import ConfigError, load_config
+    from common.config import ConfigError, load_config
     from training.config import TrainConfig
     with pytest.raises(ConfigError, match="view_counter"):
         load_config(TrainConfig, None, [f"model.view_counter={width}"])

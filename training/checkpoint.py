@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.config import ConfigError, from_dict, to_dict
+from common.config import ConfigError, from_dict, to_dict
 from inputs.checkpoint import CheckpointError, load_state, read_checkpoint, stored_config_error
 from training.config import TrainConfig
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from bench.config import ConfigError, load_config
+from common.config import ConfigError, load_config
 from model.config import ModelConfig
 
 

@@ -31,7 +31,7 @@ def ensure_benchmark(cfg: TrainConfig) -> Path:
         return root
     if not cfg.data.generate_config:
         raise FileNotFoundError(f"{root} lacks a train/val/test split and data.generate_config is empty")
-    from bench.config import load_config
+    from common.config import load_config
     from bench.synth.config import SynthConfig
     from bench.synth.generate import generate
     synth_cfg = load_config(SynthConfig, cfg.data.generate_config)  # a bad file: ConfigError naming it

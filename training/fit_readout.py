@@ -36,8 +36,8 @@ from PIL import Image
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from bench.config import load_config, to_dict
-from bench.provenance import file_sha256
+from common.config import load_config, to_dict
+from common.provenance import file_sha256
 from bench.synth.config import SynthConfig
 from bench.synth.observe import observe_view
 from bench.synth.renderer import camera_rays, render

@@ -7,7 +7,7 @@ from typing import Sequence
 import lightning as L
 import torch
 
-from bench.config import from_dict
+from common.config import from_dict
 from bench.format import Sample
 from bench.protocol import accuracy_by_setting, unit_scores
 from inputs.items import ViewSet

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from bench.config import load_config, to_dict
+from common.config import load_config, to_dict
 from bench.synth.body import PARTS
 from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, IGNORE, OBJECT_KINDS, POSTURES,
                                   CaptionTokenizer, caption_vocabulary)

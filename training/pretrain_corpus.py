@@ -30,7 +30,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from bench.config import load_config
+from common.config import load_config
 from bench.synth.body import PARTS
 from bench.synth.captions import COLOUR_NAMES, OBJECT_KINDS, person_facts, view_caption
 from bench.synth.config import SynthConfig

@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from bench.config import to_dict
-from bench.provenance import file_sha256
+from common.config import to_dict
+from common.provenance import file_sha256
 from bench.synth.captions import CaptionTokenizer
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 

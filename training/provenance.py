@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from bench.atomic import atomic_write_json
+from common.atomic import atomic_write_json
 from bench.format import load_benchmark
 from bench.images import images_digest, inspect_images
-from bench.provenance import environment, utc_now
+from common.provenance import environment, utc_now
 from training.config import TrainConfig
 
 PROVENANCE = "provenance.json"

@@ -21,8 +21,8 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
-from bench.atomic import atomic_write_bytes, atomic_write_json
-from bench.config import save_config, to_dict
+from common.atomic import atomic_write_bytes, atomic_write_json
+from common.config import save_config, to_dict
 from inputs.features import FeatureCache
 from training.checkpoint import (CheckpointError, architecture_differences, check_init_from, checkpoint_config,
                                  init_weights_from, read_checkpoint)

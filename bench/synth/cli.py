@@ -7,7 +7,7 @@ import sys
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from bench.config import ConfigError, load_config
+    from common.config import ConfigError, load_config
     from bench.synth.config import SynthConfig
     from bench.synth.generate import SceneError, generate
     try:

@@ -1,6 +1,6 @@
 """Typed configuration of the synthetic benchmark generator.
 
-Loaded with ``bench.config.load_config(SynthConfig, yaml, overrides)``; every field has a
+Loaded with ``common.config.load_config(SynthConfig, yaml, overrides)``; every field has a
 comment saying what it controls. Sizes are in metres, angles in degrees, images in pixels.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from bench.config import ConfigError, check_ranges
+from common.config import ConfigError, check_ranges
 from bench.synth.primitives import COLOURS
 
 ALL_TASKS = [

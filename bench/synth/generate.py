@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 from tqdm import tqdm
 
-from bench.config import to_dict
+from common.config import to_dict
 from bench.constants import AXES
 from bench.synth.balance import assign_letters, select
 from bench.synth.entity_labels import image_entities

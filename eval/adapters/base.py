@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Iterator
 
-from bench.config import from_dict, to_dict
+from common.config import from_dict, to_dict
 from bench.format import Benchmark, Camera, Sample
 
 

@@ -63,7 +63,7 @@ class CrossViewAdapter(ModelAdapter):
         ckpt = Path(self.args.ckpt)
         weights = None
         if ckpt.is_file():  # the in-memory model of python train.py has no file of its own
-            from bench.provenance import file_sha256
+            from common.provenance import file_sha256
             weights = {"ckpt_sha256": file_sha256(ckpt)}
         return {"device": str(self.device), "weights": weights, "backbone": self.cache.identity}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.prompt import IMAGE_TOKEN
-from bench.provenance import file_sha256
+from common.provenance import file_sha256
 from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.resolution import ResolutionPolicy, load_frames
 

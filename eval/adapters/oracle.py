@@ -18,7 +18,7 @@ class Oracle(ModelAdapter):
     def __init__(self, args=None):
         super().__init__(args)
         if self.args.output not in ("verbose", "letter", "scores"):
-            from bench.config import ConfigError
+            from common.config import ConfigError
             raise ConfigError(f"model_arg.output: {self.args.output!r} is not one of ['verbose', 'letter', 'scores']")
 
     def generate(self, requests: list[Request]) -> list[Response]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bench.format import Benchmark, Sample
 from bench.protocol import setting_sort_key
-from bench.provenance import file_sha256
+from common.provenance import file_sha256
 from eval.circular import rotate_sample
 from eval.errors import DATA, USAGE, EvalInputError
 from eval.inputs import resolve_benchmark

@@ -1,6 +1,6 @@
 """Where a result came from: time, code version, package versions, host, file fingerprints.
 
-Shared by the evaluator's run.json and the training run folder (bench is the package every
+Shared by the evaluator's run.json and the training run folder (common is the package every
 other one may import). Nothing here imports torch or transformers: versions are read from
 the installed distributions' metadata. ``file_sha256`` is the project's one file hash (the
 benchmark file in run.json, a checkpoint, an exported tower, the feature cache's keys).
