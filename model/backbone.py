@@ -169,7 +169,7 @@ def resolve_pretrained(pretrained: str) -> Path | None:
 
 
 def trained_level(pretrained: str | None) -> int | None:
-    """The tower level the auxiliary heads of a folder made by ``training.pretrain_backbone`` were
+    """The tower level the auxiliary heads of a folder made by ``pretrain.tower`` were
     trained on (its ``pretrain_figures.json``: ``grid_level``, -1 before that key existed), the
     level ``backbone.patch_layer`` should read; None for any other weights."""
     folder = find_folder(pretrained, "pretrain_figures.json") if pretrained else None
@@ -253,7 +253,7 @@ def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
 
 def load_readout(path: str, dim: int) -> SemanticReadout:
     """The frozen semantic readout in folder ``path`` (``readout_config.json`` + ``readout.safetensors``,
-    as ``training.fit_readout`` writes them), strictly loaded: a readout with missing, extra or
+    as ``pretrain.fit_readout`` writes them), strictly loaded: a readout with missing, extra or
     misshapen tensors, or one fitted on a tower of another width, is refused."""
     folder = find_folder(path, "readout_config.json")
     if folder is None:

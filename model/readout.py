@@ -6,7 +6,7 @@ person owning the cell with shirt, trousers, hat, posture, arm states, touched o
 fraction; the object owning it; the view's person count). The tower's tokens carry much of
 that, but the cross-view model would have to learn to decode it from ~2k multiple-choice
 answers. The readout is that decoder, trained once with direct per-view labels
-(``training.fit_readout``) and frozen; its probabilities are appended to each patch token.
+(``pretrain.fit_readout``) and frozen; its probabilities are appended to each patch token.
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ generated from another config fails loudly instead of training on wrong truth. M
 the truth of that frame.
 
 ``--transfer READOUT`` also scores the model trained on the truth on the grid that a semantic
-readout (``model.backbone.readout``, ``training.fit_readout``) *predicts* from the config's
+readout (``model.backbone.readout``, ``pretrain.fit_readout``) *predicts* from the config's
 tower, in the same format (the readout's probabilities per cell, the pooled vector their mean):
 does a reasoning model taught on clean features keep its answers when perception is imperfect?
 

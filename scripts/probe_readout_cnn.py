@@ -9,7 +9,7 @@ Why: a readout of the shipped towers predicts posture, arm state and touched obj
 cell no better than the majority class (docs/experiments.md). Either the labels are not visible
 in a 160-px view, or the tower does not learn them. A plain convolutional network (four stride-2
 convolutions to the same 10 x 10 grid, two more at that grid, one classifier per block, the
-readout's loss), trained from scratch on the same corpus (``training.fit_readout``'s, rendered
+readout's loss), trained from scratch on the same corpus (``pretrain.fit_readout``'s, rendered
 there), answers that: if it reads posture well above the majority class, the pixels carry it and
 the tower is what fails. Scenes ``0 .. held_out_scenes-1`` are held out from its training; the
 tower's readout, when given, is scored on the same images, per cell and per person (a person's
@@ -29,7 +29,7 @@ from torch import nn
 
 from bench.synth.semantic_grid import LAYOUT  # noqa: E402
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD  # noqa: E402
-from training.fit_readout import block_predictions, normalise_images, readout_loss, shown_cells  # noqa: E402
+from pretrain.fit_readout import block_predictions, normalise_images, readout_loss, shown_cells  # noqa: E402
 
 BLOCKS = ("person", "shirt", "posture", "arm_l", "arm_r", "contact_kind", "frac", "object_kind", "count")
 

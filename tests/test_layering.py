@@ -1,5 +1,6 @@
 """The packages form layers: each imports only the ones below it (README.md, "Layout").
 
+  training/, pretrain/ (the cross-view run; the tower's own pretraining: neither imports the other)
   training/ ───── training/run.py only: the final test ─────► eval/
      │                                                          │
      ▼                                                          │
@@ -11,8 +12,9 @@
 
 common (config loading, atomic writes, provenance) imports no package of the project; bench and
 model import only common; inputs (the model's input pipeline) imports neither training, eval nor
-Lightning; eval imports no training module; training imports eval only to run the final test.
-Every import counts, lazy ones inside functions included.
+Lightning; eval imports no training module; training imports eval only to run the final test;
+pretrain imports neither training nor eval, and no package imports pretrain. Every import
+counts, lazy ones inside functions included.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("common", "bench", "model", "inputs", "training", "eval")
+PACKAGES = ("common", "bench", "model", "inputs", "training", "pretrain", "eval")
 # The one module of training/ that may import eval: it runs the held-out protocol at the end
 # of python train.py through the evaluator's crossview adapter (training.run.evaluate_module).
 TRAINING_MAY_IMPORT_EVAL = {"training/run.py"}
@@ -92,6 +94,12 @@ def test_bench_and_model_import_no_package_above_them(graph):
 
 def test_inputs_imports_neither_training_eval_nor_lightning(graph):
     assert offenders(graph, "inputs", ("training", "eval", "lightning", "pytorch_lightning")) == []
+
+
+def test_pretraining_stands_apart_from_the_cross_view_run(graph):
+    assert offenders(graph, "pretrain", ("training", "eval")) == []
+    for package in ("common", "bench", "model", "inputs", "training", "eval"):
+        assert offenders(graph, package, ("pretrain",)) == [], package
 
 
 def test_eval_imports_nothing_from_training(graph):

@@ -16,8 +16,8 @@ from bench.synth.generate import build_scene
 from bench.synth.scene import sample_scene
 from model.backbone import build_backbone
 from model.config import BackboneConfig
-from training.pretrain_backbone import PretrainConfig, pretrain
-from training.pretrain_corpus import SPATIAL_TAG, TEMPORAL_TAG, CorpusConfig
+from pretrain.tower import PretrainConfig, pretrain
+from pretrain.corpus import SPATIAL_TAG, TEMPORAL_TAG, CorpusConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL = {"embed_dim": 16,
@@ -120,7 +120,7 @@ def test_pretraining_with_a_readout_continues_a_tower_and_exports_both(tmp_path)
     """Continued pretraining (init_from) with the semantic readout: the readout learns the
     corpus's grids beside the heads, resumes with them, and loads into the backbone."""
     from bench.synth.semantic_grid import WIDTH
-    from training.pretrain_backbone import ReadoutHeadConfig
+    from pretrain.tower import ReadoutHeadConfig
     base = pretrain(_tiny_config(tmp_path, epochs=1), tmp_path / "base", progress=False)
     cfg = _tiny_config(tmp_path, init_from=str(tmp_path / "base"), corpus_file=str(tmp_path / "semantic.pt"),
                        readout=ReadoutHeadConfig(enabled=True, depth=1, width=16, heads=2))

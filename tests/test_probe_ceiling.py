@@ -157,7 +157,7 @@ def test_script_trains_the_model_on_ground_truth(synth: Path, gt_cache: Path, tm
 
     from model import build_backbone
     from model.readout import SemanticReadout
-    from training.fit_readout import save_readout
+    from pretrain.fit_readout import save_readout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tower = build_backbone(cfg.model.backbone)

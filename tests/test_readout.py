@@ -17,9 +17,9 @@ from bench.synth.semantic_grid import LAYOUT, OFFSET, WIDTH, block_targets, view
 from model import build_backbone, tiny_backbone_config
 from model.backbone import load_readout
 from model.readout import SemanticReadout
-from training.fit_readout import (READOUT_TAGS, ReadoutConfig, ReadoutCorpusConfig, build_corpus, fit,
+from pretrain.fit_readout import (READOUT_TAGS, ReadoutConfig, ReadoutCorpusConfig, build_corpus, fit,
                                   readout_figures, readout_loss, save_readout)
-from training.pretrain_corpus import SPATIAL_TAG, TEMPORAL_TAG
+from pretrain.corpus import SPATIAL_TAG, TEMPORAL_TAG
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """Per-view truth in words and numbers: what one rendered view shows, for pretraining a tower.
 
-The in-domain CLIP (``training.pretrain_backbone``) learns from single views only. This module
+The in-domain CLIP (``pretrain.tower``) learns from single views only. This module
 turns a scene, one camera's render and its observations into
 - ``person_facts``: per visible person, the attribute classes the auxiliary heads predict
   (shirt, trousers, hat, posture, each arm's state, the touched object, visible fraction);

@@ -9,7 +9,7 @@ patch (i, j)); each cell is a concatenation of one-hot blocks (``LAYOUT``):
 - the visible object owning most of the cell's pixels among the objects: kind and colour;
 - the view's count of seen people, broadcast to every cell.
 Identity is deliberately absent. ``scripts/probe_ceiling.py`` feeds these cells to the model in
-place of the tower's (perfect perception); ``training.fit_readout`` teaches a readout head to
+place of the tower's (perfect perception); ``pretrain.fit_readout`` teaches a readout head to
 predict them from the tower's patch tokens (``model.readout``).
 """
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Fit the tower's semantic readout (``model.readout``) and ship it beside the tower.
 
-    python -m training.fit_readout --config configs/backbone/synthclip-s16-readout.yaml \
+    python -m pretrain.fit_readout --config configs/backbone/synthclip-s16-readout.yaml \
         --out runs/readout-s16 [key=value ...]
 
-1. renders a corpus of single views (``training.pretrain_corpus`` scenes: the benchmark's scene
+1. renders a corpus of single views (``pretrain.corpus`` scenes: the benchmark's scene
    distribution on a seed stream no benchmark split uses, about half with Set-of-Mark boxes),
    each labelled with its semantic grid (``bench.synth.semantic_grid``): per view only, nothing
    across views, no question text; cached in ``corpus_file``;
@@ -12,7 +12,7 @@
 3. writes ``readout_config.json`` + ``readout.safetensors`` (fp16) + ``readout_figures.json``
    into ``--out``. ``model.backbone.readout`` names that folder.
 
-``--evaluate DIR`` scores an existing readout (for example the one ``training.pretrain_backbone``
+``--evaluate DIR`` scores an existing readout (for example the one ``pretrain.tower``
 trains beside a tower, ``checkpoints/backbone/<name>/readout``) on this corpus instead, with
 ``backbone=`` naming its tower, and writes ``--out`` as a JSON file of per-block figures.
 
@@ -46,7 +46,7 @@ from bench.synth.scene import sample_scene
 from bench.synth.scene_temporal import sample_temporal_scene
 from bench.synth.semantic_grid import GRID, LAYOUT, block_targets, view_features
 from model.readout import SemanticReadout
-from training.pretrain_corpus import draw_random_marks, save_corpus
+from pretrain.corpus import draw_random_marks, save_corpus
 
 READOUT_TAGS = (102, 103)  # corpus seed-stream tags (spatial, temporal); the tower's corpus uses 100 / 101
 

@@ -1,4 +1,4 @@
-"""Export of a pretrained in-domain CLIP tower (``training.pretrain_backbone``): the loss plot,
+"""Export of a pretrained in-domain CLIP tower (``pretrain.tower``): the loss plot,
 the open_clip folder (config + fp16 weights) and its model card."""
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ Load: `open_clip.create_model('local-dir:checkpoints/backbone/{figures['name']}'
 `model.backbone.build_backbone` (which checks that every stored tensor arrived).
 
 ## How it was made
-    python -m training.pretrain_backbone --config configs/backbone/{figures['name']}.yaml --out checkpoints/backbone/{figures['name']}
+    python -m pretrain.tower --config configs/backbone/{figures['name']}.yaml --out checkpoints/backbone/{figures['name']}
 
 {init}- Data: {figures['images']:,} images ({c['n_spatial']:,} spatial scenes, one image per camera; {c['n_temporal']}
   temporal scenes, {c['frames_per_view']} frames per camera) with {figures['persons']:,} visible people, rendered from the

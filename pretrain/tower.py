@@ -1,12 +1,12 @@
 """Pretrain the in-domain CLIP tower on rendered views and export it for open_clip.
 
-    python -m training.pretrain_backbone --config configs/backbone/synthclip-s16.yaml \
+    python -m pretrain.tower --config configs/backbone/synthclip-s16.yaml \
         --out checkpoints/backbone/synthclip-s16 [key=value ...]
 
-1. renders the corpus (``training.pretrain_corpus``) into ``corpus_file`` unless it exists;
+1. renders the corpus (``pretrain.corpus``) into ``corpus_file`` unless it exists;
 2. trains an open_clip CLIP (architecture: the JSON ``model_config``, registered with
    open_clip) with an image-text loss in which identical captions are positives, plus the
-   auxiliary dense, count and region heads of ``model.pretrain_heads`` on the patch grid;
+   auxiliary dense, count and region heads of ``pretrain.heads`` on the patch grid;
 3. exports ``open_clip_config.json`` + ``open_clip_model.safetensors`` (fp16, heads dropped)
    + ``MODEL_CARD.md`` into ``--out``, loadable with ``open_clip.create_model('local-dir:OUT')``.
 
@@ -46,11 +46,11 @@ from bench.synth.captions import FRAC_BINS
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from bench.synth.semantic_grid import LAYOUT
 from model.backbone import load_open_clip_folder, tower_levels
-from model.pretrain_heads import PretrainHeads
+from pretrain.heads import PretrainHeads
 from model.readout import SemanticReadout
-from training.fit_readout import readout_loss, save_readout
-from training.pretrain_corpus import DENSE_FIELDS, CorpusConfig, build_corpus
-from training.pretrain_export import export, plot_losses
+from pretrain.fit_readout import readout_loss, save_readout
+from pretrain.corpus import DENSE_FIELDS, CorpusConfig, build_corpus
+from pretrain.export import export, plot_losses
 
 MAX_COUNT = 9
 DENSE_CLASSES = {"part": len(PARTS) + 1, "shirt": len(COLOUR_NAMES) + 1, "trousers": len(COLOUR_NAMES) + 1,
@@ -347,14 +347,14 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, progress: bool = True, st
     plot_losses(log_file, out_dir / "loss.png")
     if readout is not None:
         readout.eval()
-        save_readout(readout, out_dir / "readout", {"trained_with": f"python -m training.pretrain_backbone ({out_dir.name})",
+        save_readout(readout, out_dir / "readout", {"trained_with": f"python -m pretrain.tower ({out_dir.name})",
                                                     "steps": step})
     return export(model, name, model_cfg, tokenizer, cfg, out_dir, step, spent, data, log_file,
                   time.time() - t_start)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m training.pretrain_backbone", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m pretrain.tower", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", required=True, help="YAML PretrainConfig (configs/backbone/*.yaml)")
     ap.add_argument("--out", required=True, help="output folder (the exported open_clip model)")
     ap.add_argument("--no-progress", action="store_true")
