@@ -77,6 +77,24 @@ def _encoder(d: int, heads: int, layers: int, dropout: float) -> nn.TransformerE
     return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
 
+def pointed_set(p: torch.Tensor, a: torch.Tensor, mask: torch.Tensor, person: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pointed set and its soft distinct count of persons.
+
+    p (B, E) pointer; a (B, E, E) association probabilities (1 on the diagonal of real entities).
+    The set is the pointed sightings spread along the association where it says "same" (a > 0.5)
+    to every sighting of the same entities, other views and frames: (B, E). The count gives each
+    sighting of a person 1 / (sightings of the same person) of its set weight, so a person counts
+    as much as the pointer holds it, however many views see it: (B,).
+    """
+    eye = torch.eye(a.shape[-1], dtype=torch.bool, device=a.device)
+    sure = torch.where(eye, a, ((a - 0.5) * 2).clamp(0, 1))
+    p_set = (sure * p.unsqueeze(1)).amax(-1) * mask
+    person = (person & mask).float()
+    distinct = (p_set * person / (sure @ person.unsqueeze(-1)).squeeze(-1).clamp_min(1.0)).sum(-1)
+    return p_set, distinct
+
+
 class EntityReasoner(nn.Module):
     """Args: cfg; class_words: field -> (classes, words) word ids naming each class
     (``inputs.entity_batch.WordVocab.class_words``), in the order of the batch's ``fields``."""
@@ -95,8 +113,8 @@ class EntityReasoner(nn.Module):
         # the tied read-outs: each field pooled over the pointed entities, the mark labels, the distinct
         # count, per-frame event counts (airborne; left / right arm waving, raised), per-effector contact
         # objects, the effector touching the pointed object, the first hand action, the objects nearest
-        # to the pointed person's first and last floor points
-        self.n_readouts = len(self.fields) + 1 + 1 + len(EVENTS) + self.n_effectors + 1 + 1 + 1
+        # to the pointed person's first and last floor points, the first and the last posture
+        self.n_readouts = len(self.fields) + 1 + 1 + len(EVENTS) + self.n_effectors + 1 + 1 + 1 + 2
         self.readout_gate = nn.Linear(d, self.n_readouts)
         self.tied_scale = nn.Parameter(torch.tensor(5.0))
         self.near_log_sigma = nn.Parameter(torch.tensor(-2.0))  # trajectory: softmin width over object distance
@@ -240,13 +258,7 @@ class EntityReasoner(nn.Module):
         a = a.masked_fill(same_image, 0.0)  # two sightings in one image are two entities
         if not self.cfg.association:
             a = eye.float() * pair
-        # the pointed set: the pointed sightings spread along the association to every sighting of
-        # the same entities (other views, other frames), for the counts and the per-frame states
-        p_set = (a * p.unsqueeze(1)).amax(-1) * mask
-        person = (batch["kind"] == 0) & mask
-        pp = p_set * person
-        # soft distinct count: each pointed sighting counts 1 / (pointed sightings of the same person)
-        distinct = (pp / (a @ pp.unsqueeze(-1)).squeeze(-1).clamp_min(1e-3) * pp.gt(0)).sum(-1)
+        p_set, distinct = pointed_set(p, a, mask, batch["kind"] == 0)
         with_pointed = (a * p.unsqueeze(1)).masked_fill(eye, 0).amax(-1)
         # the pointed state per frame (mean of the pointed tokens of frame f)
         frames = batch["frame"].clamp(0, MAX_FRAMES - 1)
@@ -289,7 +301,7 @@ class EntityReasoner(nn.Module):
         on which a person of the pointed set shows each of ``EVENTS``; per effector the objects a
         pointed person's effector overlaps; the effector that overlaps the pointed objects; the
         hand action the pointed set shows first; the objects nearest to where the pointed set is
-        first and last seen on the floor. ``p``: the pointer (these views, these moments);
+        first and last seen on the floor; the posture it shows first and last. ``p``: the pointer (these views, these moments);
         ``p_set``: every sighting of the pointed entities."""
         mask, fields = batch["entity_mask"], batch["fields"]
         person = ((batch["kind"] == 0) & mask).float()
@@ -329,6 +341,13 @@ class EntityReasoner(nn.Module):
         first = first / first.sum(-1, keepdim=True).clamp_min(1e-6)
         out.append(first @ self._phrase(self.hand_action_words))
         out.append(self._trajectory(batch, ws, geo, known, at_frame, early))
+        i = self.fields.index("posture")
+        table = self._class_table(i)  # (C, d)
+        shown = F.one_hot((fields[..., i] - 1).clamp_min(0), table.shape[0]).float() * (fields[..., i] > 0).unsqueeze(-1)
+        posture = ((shown * ws.unsqueeze(-1)).unsqueeze(2) * at_frame.unsqueeze(-1)).amax(1)  # (B, T, C)
+        for order in (early, early.flip(0)):  # the posture shown first, last
+            w = (posture * order.view(1, -1, 1)).sum(1)
+            out.append(w / w.sum(-1, keepdim=True).clamp_min(1e-6) @ table)
         return torch.stack(out, 1)
 
     def _trajectory(self, batch: dict, wp: torch.Tensor, geo: torch.Tensor, known: torch.Tensor,

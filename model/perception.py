@@ -1,7 +1,9 @@
 """Perception heads on the frozen tower's patch grid: every person and object, with its attributes.
 
-    patch grid (B, g*g, C) -> neck (convs, 2x up-sampling) -> centre heatmap per kind (person,
-    object) + box (distances from the cell centre to the box sides)      [CenterNet-like]
+    patch grid (B, g*g, C) [+ a finer level of the tower (B, (2g)^2, C'), the coarse grid
+    up-sampled onto it and concatenated] -> neck (convs, 2x up-sampling without a finer level)
+    -> centre heatmap per kind (person, object) + box (distances from the cell centre to the box
+    sides)                                                               [CenterNet-like]
     box -> RoIAlign of the neck's map -> per field logits (class 0: the view does not show it)
            + the 2-D contact multi-hot (effector x overlap / separated x object kind and colour)
 
@@ -26,6 +28,7 @@ OBJECT_FIELDS = ("object_kind", "object_colour")
 @dataclass
 class PerceptionConfig:
     in_dim: int = 256          # the tower's patch width
+    fine_dim: int = 0          # > 0: width of a finer tower level (twice the grid side) read beside it
     width: int = 128           # the neck's channels
     upsample: int = 2          # output map = grid * upsample per side
     roi: int = 3               # RoIAlign output size
@@ -40,9 +43,13 @@ class PerceptionHeads(nn.Module):
     def __init__(self, cfg: PerceptionConfig, field_sizes: dict[str, int], contact_width: int):
         super().__init__()
         self.cfg, w = cfg, cfg.width
-        up = [nn.ConvTranspose2d(w, w, cfg.upsample, stride=cfg.upsample), nn.GELU()] if cfg.upsample > 1 else []
-        self.neck = nn.Sequential(nn.Conv2d(cfg.in_dim, w, 3, padding=1), nn.GELU(), nn.Conv2d(w, w, 3, padding=1),
-                                  nn.GELU(), *up, nn.Conv2d(w, w, 3, padding=1), nn.GELU())
+        if cfg.fine_dim:  # the finer level already has the output grid: a 1x1 fusion, no up-sampling
+            self.neck = nn.Sequential(nn.Conv2d(cfg.in_dim + cfg.fine_dim, w, 1), nn.GELU(),
+                                      nn.Conv2d(w, w, 3, padding=1), nn.GELU(), nn.Conv2d(w, w, 3, padding=1), nn.GELU())
+        else:
+            up = [nn.ConvTranspose2d(w, w, cfg.upsample, stride=cfg.upsample), nn.GELU()] if cfg.upsample > 1 else []
+            self.neck = nn.Sequential(nn.Conv2d(cfg.in_dim, w, 3, padding=1), nn.GELU(), nn.Conv2d(w, w, 3, padding=1),
+                                      nn.GELU(), *up, nn.Conv2d(w, w, 3, padding=1), nn.GELU())
         self.heat = nn.Conv2d(w, len(KINDS), 1)
         nn.init.constant_(self.heat.bias, -2.19)  # a prior of 0.1 per cell
         self.box = nn.Conv2d(w, 4, 1)
@@ -52,12 +59,19 @@ class PerceptionHeads(nn.Module):
         self.fields = nn.ModuleDict({f: nn.Linear(2 * w, n + 1) for f, n in field_sizes.items()})
         self.contact = nn.Linear(2 * w, contact_width)
 
-    def forward(self, patch_tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """patch_tokens (B, g*g, C) -> ``heat`` logits (B, 2, H, W), ``box`` (B, 4, H, W) distances
-        (left, top, right, bottom) in output cells, ``feat`` (B, width, H, W)."""
+    def forward(self, patch_tokens: torch.Tensor, fine_tokens: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """patch_tokens (B, g*g, C) [fine_tokens (B, (2g)^2, C') with ``fine_dim``] -> ``heat``
+        logits (B, 2, H, W), ``box`` (B, 4, H, W) distances (left, top, right, bottom) in output
+        cells, ``feat`` (B, width, H, W)."""
         b, p, c = patch_tokens.shape
         g = int(round(p ** 0.5))
         x = patch_tokens.float().transpose(1, 2).reshape(b, c, g, g)
+        if self.cfg.fine_dim:
+            if fine_tokens is None:
+                raise ValueError("PerceptionConfig.fine_dim > 0: pass the finer level's tokens")
+            gf = int(round(fine_tokens.shape[1] ** 0.5))
+            fine = fine_tokens.float().transpose(1, 2).reshape(b, -1, gf, gf)
+            x = torch.cat([F.interpolate(x, size=(gf, gf), mode="nearest"), fine], 1)
         feat = self.neck(x)
         return {"heat": self.heat(feat), "box": F.softplus(self.box(feat)), "feat": feat}
 

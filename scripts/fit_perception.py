@@ -1,7 +1,7 @@
 """Train the perception heads on the frozen tower, print their val figures, write predicted records.
 
     python -m scripts.fit_perception [--bench data/synth-default] [--config configs/default.yaml]
-        [--out runs/perception] [--epochs 12] [--threads 1]
+        [--out runs/perception] [--epochs 12] [--threads 1] [--fine-layer 2]
 
 The tower is the run config's backbone (its feature cache is shared with ``python train.py``).
 Writes ``<out>/perception.safetensors`` (the heads), ``<out>/figures.json`` (val: person and
@@ -12,6 +12,7 @@ predicted entity records), which the entity reasoner reads in place of the groun
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -19,6 +20,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from inputs.features import FeatureCache
+from model.backbone import build_backbone
 from training.config import load_train_config
 from training.perception_fit import PerceptionFitConfig, fit_perception, predict_records
 from training.run import build_components
@@ -31,10 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/perception")
     parser.add_argument("--epochs", type=int, default=PerceptionFitConfig.epochs)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--fine-layer", type=int, default=None,
+                        help="also read this finer level of the tower (its own feature cache), e.g. 2: stride 8")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    cache, _ = build_components(load_train_config(args.config))
-    heads, figures, history = fit_perception(args.bench, cache, PerceptionFitConfig(epochs=args.epochs))
+    cfg = load_train_config(args.config)
+    cache, _ = build_components(cfg)
+    fine_cache = None
+    if args.fine_layer is not None:
+        fine_cfg = dataclasses.replace(cfg.model.backbone, patch_layer=args.fine_layer)
+        fine_cache = FeatureCache(cfg.data.cache_dir, build_backbone(fine_cfg))
+    heads, figures, history = fit_perception(args.bench, cache, PerceptionFitConfig(epochs=args.epochs),
+                                             fine_cache=fine_cache)
     out = Path(args.out)
     (out / "records").mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(out / "perception.safetensors"))
@@ -42,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(figures, indent=1))
     bench = Path(args.bench)
     for split in ("train", "val", "test"):
-        recs = predict_records(heads, bench, split, cache)
+        recs = predict_records(heads, bench, split, cache, fine_cache=fine_cache)
         root = (bench / split).resolve()
         lines = [json.dumps({"image": str(Path(p).relative_to(root)), "entities": r}, separators=(",", ":"))
                  for p, r in sorted(recs.items())]

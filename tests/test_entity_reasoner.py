@@ -12,7 +12,7 @@ from bench.synth.entity_labels import FIELDS, scene_entities
 from bench.synth.generate import generate
 from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities,
                                  load_entity_labels)
-from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
+from model.entity_reasoner import EntityReasoner, EntityReasonerConfig, pointed_set
 from training.entity_fit import SET_COUNT_TASKS, EntityFitConfig, EntitySplit, fit_entity_reasoner, losses
 
 TINY = ["n_scenes=8", "render.width=64", "render.height=64", "workers=1", "tasks.per_scene=3",
@@ -130,6 +130,22 @@ def test_distinct_count_without_association_counts_sightings(split):
     assert torch.allclose(out["distinct_count"], sightings, atol=1e-4)
 
 
+def test_the_distinct_count_counts_each_pointed_person_once():
+    # three persons: A seen in 3 images, B in 2, C in 1; the pointer holds A in one image only
+    ids = torch.tensor([[0, 0, 0, 1, 1, 2]])
+    a = (ids.unsqueeze(-1) == ids.unsqueeze(-2)).float()
+    mask, person = torch.ones(1, 6, dtype=torch.bool), torch.ones(1, 6, dtype=torch.bool)
+    p = torch.tensor([[1.0, 0, 0, 0, 0, 0]])
+    p_set, n = pointed_set(p, a, mask, person)
+    assert p_set.tolist() == [[1.0, 1.0, 1.0, 0, 0, 0]] and float(n) == pytest.approx(1.0)
+    p = torch.tensor([[1.0, 0, 0, 0.01, 0.01, 0.01]])  # a weak pointer on B and C barely counts
+    assert float(pointed_set(p, a, mask, person)[1]) == pytest.approx(1.02, abs=1e-4)
+    p = torch.tensor([[0.0, 1.0, 0, 1.0, 0, 1.0]])
+    assert float(pointed_set(p, a, mask, person)[1]) == pytest.approx(3.0)
+    a_unsure = a * 0.9 + (1 - a) * 0.3 + torch.eye(6) * 0.1  # "same" below 0.5 spreads nothing
+    assert float(pointed_set(p, a_unsure, mask, person)[1]) == pytest.approx(3.0, abs=0.3)
+
+
 def test_sightings_in_one_image_are_never_one_entity(split):
     samples, labels, vocab = split
     s = next(s for s in samples if s.axis == "spatial")
@@ -163,10 +179,43 @@ def test_the_hand_action_read_out_names_the_first_action(split):
     fields[0, (batch["frame"][0] == t0) & (p[0] > 0), r] = 6  # ...after waving the right one
     geo, known = model.floor_geometry(batch)
     with torch.no_grad():
-        hand = model.readouts(batch, p, p, p.sum(-1), geo, known)[0, -2]
+        hand = model.readouts(batch, p, p, p.sum(-1), geo, known)[0, -4]
         phrases = model._phrase(model.hand_action_words)  # inputs.entity_batch.HAND_ACTIONS order
     best = int(torch.nn.functional.cosine_similarity(phrases, hand.unsqueeze(0)).argmax())
     assert best == 3  # "waves the right hand"
+
+
+def test_the_trajectory_read_out_names_the_objects_at_either_end(split):
+    samples, labels, vocab = split
+    s = next(s for s in samples if s.axis == "temporal")
+    item = {**build_entity_item(s, [s.gt_views[0]], labels[s.scene], vocab), **build_text_item(s, vocab)}
+    batch = collate_entities([item])
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words()).eval()
+    mask, kind, frame = batch["entity_mask"][0], batch["kind"][0], batch["frame"][0]
+    objects = torch.nonzero((kind == 1) & mask).flatten()
+    person = (kind == 0) & mask
+    pid = int(batch["entity_id"][0][person][0])
+    mine = person & (batch["entity_id"][0] == pid)
+    first, last = int(frame[mine].min()), int(frame[mine].max())
+    assert len(objects) >= 2 and first < last
+    geo = torch.full((1, mask.shape[0], 3), 9.0)
+    start = objects[frame[objects] == first][:1]
+    end = objects[(frame[objects] == last) & (batch["entity_id"][0][objects] != batch["entity_id"][0][start])][:1]
+    geo[0, start, :2] = torch.tensor([0.0, 0.0])
+    geo[0, end, :2] = torch.tensor([2.0, 2.0])
+    geo[0, mine & (frame == first), :2] = torch.tensor([0.05, 0.0])
+    geo[0, mine & (frame == last), :2] = torch.tensor([1.95, 2.0])
+    geo[0, mine & (frame != first) & (frame != last), :2] = torch.tensor([1.0, 1.0])
+    known = mask.unsqueeze(0).clone()
+    at_frame = torch.nn.functional.one_hot(batch["frame"], int(frame.max()) + 1).float() * batch["entity_mask"].unsqueeze(-1)
+    early = 0.2 ** torch.arange(at_frame.shape[-1], dtype=torch.float32)
+    with torch.no_grad():
+        got = model._trajectory(batch, mine.unsqueeze(0).float(), geo, known, at_frame, early)[0]
+        fields, names = batch["fields"][0], model.fields
+        k, c = names.index("object_kind"), names.index("object_colour")
+        desc = lambda e: model._class_table(k)[fields[e, k] - 1] + model._class_table(c)[fields[e, c] - 1]  # noqa: E731
+        want = desc(int(start)) + desc(int(end))
+    assert torch.nn.functional.cosine_similarity(got, want, dim=0) > 0.99
 
 
 def test_set_count_questions_carry_their_number(bench_dir):

@@ -141,41 +141,50 @@ def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict
     return out
 
 
-def _features(cache, paths: list[str]) -> tuple[torch.Tensor, dict[str, tuple[int, int]]]:
+def _features(cache, paths: list[str], fine_cache=None) -> tuple[torch.Tensor, torch.Tensor | None,
+                                                                   dict[str, tuple[int, int]]]:
+    """The tower's patch tokens of ``paths`` (and those of its finer level, from ``fine_cache``)."""
     table = cache.table(paths, desc="features")
     rows = torch.tensor([table.index[p] for p in paths])
-    return table.patch_tokens[rows], table.sizes
+    fine = None
+    if fine_cache is not None:
+        ft = fine_cache.table(paths, desc="fine features")
+        fine = ft.patch_tokens[torch.tensor([ft.index[p] for p in paths])]
+    return table.patch_tokens[rows], fine, table.sizes
 
 
 @torch.no_grad()
 def predict_records(heads: PerceptionHeads, bench_dir: Path, split: str, cache,
-                    batch_size: int = 128) -> dict[str, list[dict]]:
+                    batch_size: int = 128, fine_cache=None) -> dict[str, list[dict]]:
     """Image path (absolute) -> predicted entity records, for every image of ``split``."""
     heads.eval()
     images = split_images(bench_dir, split)
     paths = [p for p, _, _ in images]
-    feats, sizes = _features(cache, paths)
+    feats, fine, sizes = _features(cache, paths, fine_cache)
     out = {}
     for i in range(0, len(paths), batch_size):
-        maps = heads(feats[i:i + batch_size])
+        maps = heads(feats[i:i + batch_size], None if fine is None else fine[i:i + batch_size])
         for path, recs in zip(paths[i:i + batch_size], heads.decode(maps, sizes[paths[i]])):
             out[path] = recs
     return out
 
 
-def fit_perception(bench_dir: str | Path, cache, cfg: PerceptionFitConfig, progress: bool = True):
-    """Train the heads on train's labels; returns (heads, val figures, history)."""
+def fit_perception(bench_dir: str | Path, cache, cfg: PerceptionFitConfig, progress: bool = True,
+                   fine_cache=None):
+    """Train the heads on train's labels; returns (heads, val figures, history). ``fine_cache``:
+    the features of a finer level of the same tower, read beside ``cache``'s."""
     torch.manual_seed(cfg.seed)
     bench_dir = Path(bench_dir)
     labels = load_entity_labels(bench_dir, "train")
     images = split_images(bench_dir, "train")
     paths = [p for p, _, _ in images]
     ents = [labels[scene][stem] for _, scene, stem in images]
-    feats, sizes = _features(cache, paths)
+    feats, fine, sizes = _features(cache, paths, fine_cache)
     cfg.heads.in_dim = feats.shape[-1]
+    cfg.heads.fine_dim = 0 if fine is None else fine.shape[-1]
     heads = PerceptionHeads(cfg.heads, FIELDS, CONTACT_WIDTH)
     g = int(round(feats.shape[1] ** 0.5))
-    size = g * cfg.heads.upsample
+    size = int(round(fine.shape[1] ** 0.5)) if fine is not None else g * cfg.heads.upsample
     hw = sizes[paths[0]]
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     steps = cfg.epochs * math.ceil(len(paths) / cfg.batch_size)
@@ -189,7 +198,8 @@ def fit_perception(bench_dir: str | Path, cache, cfg: PerceptionFitConfig, progr
         sums: dict[str, float] = {}
         for i in tqdm(range(0, len(order), cfg.batch_size), disable=not progress, desc=f"perception {epoch}"):
             idx = order[i:i + cfg.batch_size]
-            maps = heads(feats[torch.from_numpy(idx)])
+            rows = torch.from_numpy(idx)
+            maps = heads(feats[rows], None if fine is None else fine[rows])
             terms = perception_loss(heads, maps, _batch_targets([ents[j] for j in idx], size, hw))
             opt.zero_grad()
             terms["loss"].backward()
@@ -202,6 +212,6 @@ def fit_perception(bench_dir: str | Path, cache, cfg: PerceptionFitConfig, progr
         if progress:
             print(" ".join(f"{k}={v:.4g}" for k, v in history[-1].items()), flush=True)
     val_labels = load_entity_labels(bench_dir, "val", allow_eval_splits=True)  # measurement only
-    preds = predict_records(heads, bench_dir, "val", cache)
+    preds = predict_records(heads, bench_dir, "val", cache, fine_cache=fine_cache)
     truths = {p: val_labels[scene][stem] for p, scene, stem in split_images(bench_dir, "val")}
     return heads, perception_figures(preds, truths), history
