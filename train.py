@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: last.ckpt holds the last finished epoch; continue with --resume", file=sys.stderr)
         return 130
+    except ConfigError as err:  # a value that names nothing there (model.backbone.pretrained, ...): nothing written
+        print(f"config error: {err}", file=sys.stderr)
+        return 2
     except Exception as err:  # one line naming the file and what to do; the traceback with --debug
         if args.debug:
             raise

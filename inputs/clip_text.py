@@ -34,26 +34,37 @@ def folder_tokenizer(folder: Path) -> Any:
 
 
 class ClipTextEncoder:
-    """Frozen text tower of a local open_clip folder: (question, options) -> (O, E) logits side.
+    """Frozen text tower of an open_clip model: (question, options) -> (O, E) logits side.
 
     Args:
-        pretrained: the backbone's ``pretrained`` (a local open_clip folder; relative paths as
-            model.backbone.resolve_pretrained resolves them).
+        model: the loaded open_clip CLIP (``inputs.backbone.build_components`` hands in the one
+            whose image tower the feature cache uses); its text tower is frozen here.
+        tokenizer: the tokenizer its text tower was trained with (``folder_tokenizer``).
     """
 
-    def __init__(self, pretrained: str | None):
-        from model.backbone import load_open_clip_folder, resolve_pretrained
-        folder = resolve_pretrained(pretrained) if pretrained else None
-        if folder is None:
-            raise ValueError(f"model.lm.clip_prior needs model.backbone.pretrained to be a local open_clip "
-                             f"folder with a text tower, got {pretrained!r}")
-        self.folder = folder
-        self.model = load_open_clip_folder(folder).eval()
+    def __init__(self, model: Any, tokenizer: Any):
+        self.model = model.eval()
         self.model.requires_grad_(False)
-        self.tokenizer = folder_tokenizer(folder)
+        self.tokenizer = tokenizer
         self.scale = float(self.model.logit_scale.exp())
         self.dim = int(self.model.text_projection.shape[-1]) if hasattr(self.model, "text_projection") else None
         self._memo: dict[tuple, torch.Tensor] = {}
+
+    @classmethod
+    def from_loaded(cls, model: Any, folder: Path) -> "ClipTextEncoder":
+        """The text side of a CLIP already loaded from the open_clip ``folder``."""
+        return cls(model, folder_tokenizer(folder))
+
+    @classmethod
+    def from_pretrained(cls, pretrained: str | None) -> "ClipTextEncoder":
+        """Load the text side alone from what ``model.backbone.pretrained`` names (resolved by
+        ``inputs.backbone.locate_pretrained``); it must be a local open_clip folder."""
+        from inputs.backbone import load_open_clip_folder, locate_pretrained
+        source = locate_pretrained(pretrained)
+        if not (isinstance(source, Path) and source.is_dir()):
+            raise ValueError(f"model.lm.clip_prior needs model.backbone.pretrained to be a local open_clip "
+                             f"folder with a text tower, got {pretrained!r}")
+        return cls.from_loaded(load_open_clip_folder(source), source)
 
     def __call__(self, question: str, options: Sequence[str]) -> torch.Tensor:
         """(O, E) float: each option's caption embedding, L2-normalised, times the logit scale."""

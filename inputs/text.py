@@ -124,9 +124,11 @@ def collate_text(encoded: Sequence[dict[str, Any]], pad_id: int) -> dict[str, to
     return out
 
 
-def build_tokenizer(model_cfg: Any, hf_tokenizer: Optional[Any] = None) -> PromptTokenizer:
+def build_tokenizer(model_cfg: Any, hf_tokenizer: Optional[Any] = None, clip_text: Optional[Any] = None) -> PromptTokenizer:
     """The tokenizer a ModelConfig implies: the LM's own HF tokenizer when `lm.lm_path` is set,
-    otherwise the open_clip SimpleTokenizer."""
+    otherwise the open_clip SimpleTokenizer. With ``lm.clip_prior`` it also carries the backbone's
+    text side: ``clip_text`` when given (``inputs.backbone.build_components`` passes the one it
+    loaded with the tower), else one loaded from ``model.backbone.pretrained``."""
     lm = model_cfg.lm
     if hf_tokenizer is None and lm.lm_path:
         from transformers import AutoTokenizer
@@ -141,7 +143,7 @@ def build_tokenizer(model_cfg: Any, hf_tokenizer: Optional[Any] = None) -> Promp
         if backbone.pooled_source != "clip":
             raise ValueError("model.lm.clip_prior compares CLIP text with the cached pooled image embedding: "
                              f"it needs model.backbone.pooled_source=clip, not {backbone.pooled_source!r}")
-        tokenizer.clip_text = ClipTextEncoder(backbone.pretrained)
+        tokenizer.clip_text = clip_text if clip_text is not None else ClipTextEncoder.from_pretrained(backbone.pretrained)
         if tokenizer.clip_text.dim != model_cfg.pooled_dim:
             raise ValueError(f"model.lm.clip_prior: the text embedding has {tokenizer.clip_text.dim} values, "
                              f"the pooled image embedding (model.pooled_dim) {model_cfg.pooled_dim}")

@@ -1,5 +1,5 @@
 """Cross-view reasoning model: pure nn.Modules over cached backbone features (no file I/O)."""
-from model.backbone import FrozenClipBackbone, build_backbone, preprocess_constants
+from model.backbone import FrozenClipBackbone, preprocess_constants
 from model.config import (BackboneConfig, CameraConfig, EntityConfig, EvidenceConfig,
                           FusionConfig, LanguageHeadConfig, ModelConfig,
                           tiny_backbone_config, tiny_model_config)
@@ -11,5 +11,5 @@ __all__ = [
     "BackboneConfig", "CameraConfig", "EntityConfig", "EvidenceConfig", "FusionConfig",
     "LanguageHeadConfig", "ModelConfig", "tiny_backbone_config",
     "tiny_model_config", "CrossViewModel", "build_model", "FrozenClipBackbone",
-    "build_backbone", "preprocess_constants", "load_causal_lm",
+    "preprocess_constants", "load_causal_lm",
 ]

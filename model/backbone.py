@@ -1,30 +1,23 @@
 """Frozen open_clip image tower returning patch tokens and the pooled embedding.
 
-The backbone is applied once by the feature cache (training/); CrossViewModel consumes
-the cached tensors. Geometry convention shared with model/camera.py: the image is resized
+``FrozenClipBackbone`` wraps an image tower that is already built and loaded
+(``inputs.backbone.build_components`` resolves ``model.backbone.pretrained`` and reads the
+weights); it is applied once by the feature cache (inputs/features.py) and CrossViewModel
+consumes the cached tensors. Geometry convention shared with model/camera.py: the image is resized
 to image_size x image_size WITHOUT cropping, so patch (i, j) of a gh x gw grid covers
 pixels [j/gw*W, (j+1)/gw*W) x [i/gh*H, (i+1)/gh*H) of the original W x H image.
 """
 from __future__ import annotations
 
 import hashlib
-import json
-import warnings
-from pathlib import Path
 from typing import Dict
 
-import open_clip
 import torch
 import torch.nn.functional as F
-from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
-from safetensors.torch import load_file
 from torch import nn
 
 from model.config import BackboneConfig
 from model.readout import SemanticReadout
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 
 class FrozenClipBackbone(nn.Module):
     """Wraps a locked open_clip image tower: a native VisionTransformer or a timm trunk (a CNN).
@@ -152,118 +145,8 @@ def backbone_identity(visual: nn.Module, cfg: BackboneConfig, readout: nn.Module
             + ("-only" if readout is not None and cfg.readout_only else ""))
 
 
-def find_folder(path: str, marker: str) -> Path | None:
-    """The folder ``path`` names if it holds ``marker``, else None. A relative path is tried
-    against the working directory, then against the repository root, so shipped folders
-    (``checkpoints/backbone/<name>``) are found from any directory."""
-    for base in (Path.cwd(), REPO_ROOT):
-        folder = (base / path) if not Path(path).is_absolute() else Path(path)
-        if (folder / marker).is_file():
-            return folder.resolve()
-    return None
-
-
-def resolve_pretrained(pretrained: str) -> Path | None:
-    """The local open_clip folder (``open_clip_config.json`` + weights) ``pretrained`` names, else None."""
-    return find_folder(pretrained, "open_clip_config.json")
-
-
-def trained_level(pretrained: str | None) -> int | None:
-    """The tower level the auxiliary heads of a folder made by ``pretrain.tower`` were
-    trained on (its ``pretrain_figures.json``: ``grid_level``, -1 before that key existed), the
-    level ``backbone.patch_layer`` should read; None for any other weights."""
-    folder = find_folder(pretrained, "pretrain_figures.json") if pretrained else None
-    if folder is None:
-        return None
-    return int(json.loads((folder / "pretrain_figures.json").read_text())["config"].get("grid_level", -1))
-
-
-def folder_config(pretrained: str, **fields) -> BackboneConfig:
-    """A BackboneConfig for a pretrained folder that reads the level its heads were trained on."""
-    level = trained_level(pretrained)
-    return BackboneConfig(pretrained=pretrained, patch_layer=-1 if level is None else level, **fields)
-
-
-def load_open_clip_folder(folder: Path) -> CLIP:
-    """open_clip's own loader on a local folder (``create_model('local-dir:...')``, strict), then a
-    check that every stored tensor really arrived: a silent partial load would give random
-    features under a pretrained name."""
-    model = open_clip.create_model(f"local-dir:{folder}")
-    weights = next((folder / n for n in ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
-                    if (folder / n).is_file()), None)
-    if weights is None:
-        raise FileNotFoundError(f"{folder}: no open_clip_model.safetensors beside open_clip_config.json")
-    if weights.suffix == ".safetensors":
-        stored = load_file(str(weights))
-    else:
-        stored = torch.load(weights, map_location="cpu", weights_only=True)
-    state = model.state_dict()
-    missing = sorted(set(state) - set(stored))
-    wrong = [k for k, v in stored.items() if k not in state or state[k].shape != v.shape
-             or not torch.equal(state[k].to(v.dtype), v)]
-    if missing or wrong:
-        raise RuntimeError(f"{weights}: weights did not load into the open_clip model "
-                           f"(missing {missing[:3]}, mismatched {wrong[:3]})")
-    return model
-
-
 def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
-    """Create the open_clip tower named by cfg, load weights if any, lock it.
-
-    ``cfg.pretrained`` is a local open_clip folder (the shipped in-domain tower,
-    ``checkpoints/backbone/<name>``), an open_clip tag or checkpoint file for ``cfg.arch``, or
-    None: a randomly initialised tower (seeded by cfg.init_seed), announced by a warning: its
-    features carry no semantics, only what random projections keep.
-    """
-    folder = resolve_pretrained(cfg.pretrained) if cfg.pretrained else None
-    if cfg.pretrained is None:
-        warnings.warn(
-            f"backbone {cfg.arch!r} has NO pretrained weights (pretrained=None): features come "
-            "from a randomly initialised ViT and are untrained. Set backbone.pretrained to an "
-            "open_clip folder, tag or local checkpoint path for trained features.",
-            stacklevel=2,
-        )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.init_seed)
-        if folder is not None:
-            clip = load_open_clip_folder(folder)
-            native = clip.visual.image_size[0] if isinstance(clip.visual.image_size, tuple) else clip.visual.image_size
-            if native != cfg.image_size:
-                raise ValueError(f"backbone.image_size {cfg.image_size} != {native}, the input size of {folder}")
-        elif cfg.vision_cfg is not None:
-            vision = CLIPVisionCfg(**cfg.vision_cfg)
-            text = CLIPTextCfg(context_length=8, vocab_size=16, width=8, heads=1, layers=1)
-            clip = CLIP(embed_dim=cfg.embed_dim or vision.width, vision_cfg=vision, text_cfg=text)
-        else:
-            clip = open_clip.create_model(
-                cfg.arch, pretrained=cfg.pretrained, force_image_size=cfg.image_size,
-                load_weights=cfg.pretrained is not None,
-            )
-    clip.lock_image_tower()
-    clip.visual.requires_grad_(False)  # a timm tower's lock leaves its projection head trainable
-    levels = tower_levels(clip.visual)
-    trained = trained_level(cfg.pretrained) if folder is not None else None
-    if trained is not None and trained % len(levels) != cfg.patch_layer % len(levels):
-        warnings.warn(f"backbone.patch_layer {cfg.patch_layer} reads another level than the one {folder.name}'s "
-                      f"auxiliary heads were trained on ({trained}); set model.backbone.patch_layer={trained} "
-                      "for the features its pretraining made readable", stacklevel=2)
-    readout = load_readout(cfg.readout, levels[cfg.patch_layer % len(levels)][0]) if cfg.readout else None
-    return FrozenClipBackbone(clip.visual, cfg, readout)
-
-
-def load_readout(path: str, dim: int) -> SemanticReadout:
-    """The frozen semantic readout in folder ``path`` (``readout_config.json`` + ``readout.safetensors``,
-    as ``pretrain.fit_readout`` writes them), strictly loaded: a readout with missing, extra or
-    misshapen tensors, or one fitted on a tower of another width, is refused."""
-    folder = find_folder(path, "readout_config.json")
-    if folder is None:
-        raise FileNotFoundError(f"backbone.readout {path!r}: no readout_config.json there "
-                                f"(relative paths are tried against {Path.cwd()} and {REPO_ROOT})")
-    arch = json.loads((folder / "readout_config.json").read_text())["model"]
-    if arch["dim"] != dim:
-        raise ValueError(f"backbone.readout {folder}: fitted on {arch['dim']}-wide tokens, the tower gives {dim}")
-    readout = SemanticReadout(arch["dim"], [tuple(b) for b in arch["layout"]], depth=arch["depth"],
-                              heads=arch["heads"], grid_cells=arch["grid_cells"], width=arch["width"])
-    stored = load_file(str(folder / "readout.safetensors"))
-    readout.load_state_dict({k: v.float() for k, v in stored.items()}, strict=True)
-    return readout.eval()
+    """Moved to ``inputs.backbone.build_backbone``: model/ takes built modules and reads no file.
+    This name stays for scripts/fit_perception.py, which still imports it from here."""
+    from inputs.backbone import build_backbone as build_from_config
+    return build_from_config(cfg)

@@ -117,7 +117,7 @@ renderer's images and nothing else. Use real CLIP weights for real images.
 {readout_files}- `log.csv`, `loss.png`: the loss terms during training; `pretrain_figures.json`: the figures below.
 
 Load: `open_clip.create_model('local-dir:checkpoints/backbone/{figures['name']}')`, or through
-`model.backbone.build_backbone` (which checks that every stored tensor arrived).
+`inputs.backbone.load_open_clip_folder` (which checks that every stored tensor arrived).
 
 ## How it was made
     python -m pretrain.tower --config configs/backbone/{figures['name']}.yaml --out checkpoints/backbone/{figures['name']}

@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = load_config(ReadoutConfig, args.config, args.overrides)
     torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
-    from model.backbone import build_backbone, folder_config, load_readout
+    from inputs.backbone import build_backbone, folder_config, load_readout
     started = time.time()
     backbone = build_backbone(folder_config(cfg.backbone, readout=None))
     corpus_file = Path(cfg.corpus_file)

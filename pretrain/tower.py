@@ -45,7 +45,8 @@ from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, IGNORE, 
 from bench.synth.captions import FRAC_BINS
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from bench.synth.semantic_grid import LAYOUT
-from model.backbone import load_open_clip_folder, tower_levels
+from inputs.backbone import load_open_clip_folder
+from model.backbone import tower_levels
 from pretrain.heads import PretrainHeads
 from model.readout import SemanticReadout
 from pretrain.fit_readout import readout_loss, save_readout

@@ -17,7 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from model import ModelConfig, build_backbone, build_model, tiny_model_config  # noqa: E402
+from inputs.backbone import build_backbone  # noqa: E402
+from model import ModelConfig, build_model, tiny_model_config  # noqa: E402
 from model.dummy_batch import random_batch  # noqa: E402
 
 

@@ -199,7 +199,7 @@ class CellMeanPooled:
 
 def predicted_cache(cfg, readout: str) -> FeatureCache:
     """The feature cache of ``cfg``'s tower with ``readout`` as its only output (``--transfer``)."""
-    from model.backbone import build_backbone
+    from inputs.backbone import build_backbone
     backbone_cfg = copy.deepcopy(cfg.model.backbone)
     backbone_cfg.readout, backbone_cfg.readout_only = readout, True
     backbone = build_backbone(backbone_cfg)

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
               "cnn": block_accuracy(cnn_logits := _predict(lambda x: model(_normalise(x)), x_va), y_va),
               "cnn_per_person": person_accuracy(cnn_logits, y_va)}
     if args.readout:
-        from model.backbone import build_backbone, folder_config, load_readout
+        from inputs.backbone import build_backbone, folder_config, load_readout
         tower = build_backbone(folder_config(args.backbone, readout=None))
         readout = load_readout(args.readout, tower.token_dim)
         ro_logits = _predict(lambda x: readout.logits(tower(_normalise(x))["patch_tokens"]), x_va)

@@ -45,7 +45,8 @@ def test_template_and_arch_errors(tiny_config):
         build_model("clip-zeroshot", {"template": "{nope}"})
     with pytest.raises(ValueError, match="not an open_clip model"):
         build_model("clip-zeroshot", {"arch": "no-such-arch"})
-    with pytest.raises(ValueError, match="cannot build"):
+    # a path that names nothing: one line naming the argument (inputs.backbone.locate_pretrained)
+    with pytest.raises(ValueError, match="--model-arg pretrained=.*missing.pt.*no open_clip folder"):
         build_model("clip-zeroshot", {"arch": "tiny-clip-test", "model_config": str(tiny_config),
                                       "pretrained": str(tiny_config.parent / "missing.pt")})
 

@@ -21,7 +21,7 @@ QUESTION = "What colour is the shirt of the person touching the grey ball?"
 
 @pytest.fixture(scope="module")
 def encoder():
-    return ClipTextEncoder(TOWER)
+    return ClipTextEncoder.from_pretrained(TOWER)
 
 
 def test_the_text_side_is_the_towers_normalised_caption_embedding_times_its_scale(encoder):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -87,9 +88,15 @@ def test_common_imports_no_package_of_the_project(graph):
     assert {"bench", "inputs", "training", "eval"} <= users
 
 
+# model/backbone.py re-exports inputs.backbone.build_backbone under its old name, lazily, for
+# scripts/fit_perception.py, which still imports it from there; to go when that script moves.
+MODEL_SHIMS = {"model/backbone.py imports inputs.backbone"}
+
+
 def test_bench_and_model_import_no_package_above_them(graph):
     assert offenders(graph, "bench", ("model", "inputs", "training", "eval")) == []
-    assert offenders(graph, "model", ("inputs", "training", "eval", "lightning", "pytorch_lightning")) == []
+    found = offenders(graph, "model", ("inputs", "training", "eval", "lightning", "pytorch_lightning"))
+    assert [f for f in found if f not in MODEL_SHIMS] == []
 
 
 def test_inputs_imports_neither_training_eval_nor_lightning(graph):
@@ -161,3 +168,15 @@ def test_nothing_outside_tests_imports_tests_and_scripts_edit_no_sys_path():
                    if any(isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name)
                           and n.value.id == "sys" for n in ast.walk(ast.parse(p.read_text()))))
     assert edits == []
+
+
+FILE_READS = re.compile(r"Path\(__file__\)|Path\.cwd\(\)|create_model\(|load_file\(|torch\.load\(|\bopen\(|read_text\(|"
+                        r"read_bytes\(|from_pretrained\(")
+
+
+def test_model_reads_no_file_except_a_path_its_caller_hands_in():
+    """model/ takes built modules and tensors: no repository-relative lookup, no weights loading.
+    The one exception is load_causal_lm(path), which loads the LM at the path its caller gives."""
+    found = sorted(f"{p.relative_to(ROOT)}: {m.group(0)}" for p in (ROOT / "model").rglob("*.py")
+                   for m in FILE_READS.finditer(p.read_text()))
+    assert found == ["model/language_head.py: from_pretrained("]

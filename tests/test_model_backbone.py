@@ -4,7 +4,8 @@ import dataclasses
 import pytest
 import torch
 
-from model import build_backbone, preprocess_constants, tiny_backbone_config
+from inputs.backbone import build_backbone
+from model import preprocess_constants, tiny_backbone_config
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +70,35 @@ def test_pixel_cells_append_each_cells_subsampled_pixels():
     assert torch.equal(cells[1, 0], torch.ones(2, 2)) and cells[1, 1:].abs().sum() == 0
     assert cells[12, 2, 1, 0] == 2.0 and cells[12].abs().sum() == 2.0
     assert cells[[0, 2, 3, 4, 15]].abs().sum() == 0
+
+
+def test_a_missing_pretrained_folder_is_one_line_naming_the_key(tmp_path, capsys):
+    """model.backbone.pretrained is resolved in one place (inputs.backbone.locate_pretrained): a
+    path that names nothing stops build_components, and python train.py, with one line naming the
+    key, before anything is generated or written."""
+    import train
+    from common.config import ConfigError
+    from inputs.backbone import build_components
+    from model import ModelConfig
+    cfg = ModelConfig()
+    cfg.backbone.pretrained = str(tmp_path / "no-such-tower")
+    with pytest.raises(ConfigError) as err:
+        build_components(cfg)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("model.backbone.pretrained=") and "no-such-tower" in message
+    out = tmp_path / "runs"
+    code = train.main([f"model.backbone.pretrained={tmp_path / 'no-such-tower'}", f"out_dir={out}",
+                       f"data.bench_dir={tmp_path / 'bench'}", f"data.cache_dir={tmp_path / 'cache'}"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("config error: model.backbone.pretrained=")
+    assert not out.exists() and not (tmp_path / "bench").exists()
+
+
+def test_pretrained_names_a_folder_a_file_or_an_open_clip_tag(tmp_path):
+    from inputs.backbone import locate_pretrained
+    assert locate_pretrained(None) is None
+    assert locate_pretrained("openai") == "openai"  # a tag for backbone.arch, left to open_clip
+    weights = tmp_path / "tower.bin"
+    weights.write_bytes(b"")
+    assert locate_pretrained(str(weights)) == weights.resolve()
+    assert locate_pretrained("checkpoints/backbone/synthclip-cnn16").name == "synthclip-cnn16"

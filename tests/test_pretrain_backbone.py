@@ -14,7 +14,7 @@ from bench.synth.captions import IGNORE, CaptionTokenizer, caption_vocabulary, p
 from bench.synth.config import SynthConfig
 from bench.synth.generate import build_scene
 from bench.synth.scene import sample_scene
-from model.backbone import build_backbone
+from inputs.backbone import build_backbone
 from model.config import BackboneConfig
 from pretrain.tower import PretrainConfig, pretrain
 from pretrain.corpus import SPATIAL_TAG, TEMPORAL_TAG, CorpusConfig

@@ -155,7 +155,7 @@ def test_script_trains_the_model_on_ground_truth(synth: Path, gt_cache: Path, tm
     # a readout for the tiny tower, so the ceiling model is also scored on a predicted grid
     import torch
 
-    from model import build_backbone
+    from inputs.backbone import build_backbone
     from model.readout import SemanticReadout
     from pretrain.fit_readout import save_readout
     with warnings.catch_warnings():

@@ -14,8 +14,8 @@ from common.config import load_config
 from bench.synth.config import SynthConfig
 from bench.synth.generate import build_scene
 from bench.synth.semantic_grid import LAYOUT, OFFSET, WIDTH, block_targets, view_features
-from model import build_backbone, tiny_backbone_config
-from model.backbone import load_readout
+from inputs.backbone import build_backbone, load_readout
+from model import tiny_backbone_config
 from model.readout import SemanticReadout
 from pretrain.fit_readout import (READOUT_TAGS, ReadoutConfig, ReadoutCorpusConfig, build_corpus, fit,
                                   readout_figures, readout_loss, save_readout)

@@ -13,7 +13,7 @@ import torch
 
 from bench.synth.captions import CaptionTokenizer
 from eval.adapters import build_model
-from model.backbone import build_backbone
+from inputs.backbone import build_backbone
 from model.config import BackboneConfig
 from training.config import load_train_config
 
@@ -66,10 +66,10 @@ def test_text_tower_and_tokenizer_travel_with_the_weights(name):
 def test_each_tower_is_read_where_its_heads_were_trained():
     """The CNN's heads read its stride-16 stage, the ViT's its last block; a config that reads
     another level of a pretrained folder is warned about, and folder_config picks the right one."""
-    from model.backbone import folder_config, trained_level
-    assert trained_level(str(TOWER)) == 3
-    assert trained_level("checkpoints/backbone/synthclip-s16") == -1
-    assert trained_level(None) is None and trained_level("no/such/folder") is None
+    from inputs.backbone import folder_config, locate_pretrained, trained_level
+    assert trained_level(locate_pretrained(str(TOWER))) == 3
+    assert trained_level(locate_pretrained("checkpoints/backbone/synthclip-s16")) == -1
+    assert trained_level(None) is None
     vit = "checkpoints/backbone/synthclip-s16"
     with pytest.warns(UserWarning, match="patch_layer=-1"):
         build_backbone(BackboneConfig(arch="synthclip-s16", pretrained=vit, patch_layer=3))

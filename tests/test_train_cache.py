@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from inputs.features import FeatureCache
-from model.backbone import build_backbone
+from inputs.backbone import build_backbone
 from model.config import tiny_backbone_config
 
 

@@ -108,14 +108,12 @@ def latest_run(out_dir: str | Path, config_name: str) -> Path | None:
 
 
 def build_components(cfg: TrainConfig):
-    """Backbone feature cache and tokenizer for a config."""
-    from inputs.text import build_tokenizer
-    from model.backbone import build_backbone
-    backbone = build_backbone(cfg.model.backbone)
-    if backbone.patch_dim != cfg.model.patch_dim or backbone.pooled_dim != cfg.model.pooled_dim:
-        raise ValueError(f"model.patch_dim/pooled_dim ({cfg.model.patch_dim}/{cfg.model.pooled_dim}) must match "
-                         f"the backbone ({backbone.patch_dim}/{backbone.pooled_dim})")
-    return FeatureCache(cfg.data.cache_dir, backbone), build_tokenizer(cfg.model)
+    """(feature cache, tokenizer) of a run config: the tower and tokenizer of
+    ``inputs.backbone.build_components`` (one resolution of ``model.backbone.pretrained``, the
+    patch_dim check), the cache in ``data.cache_dir``."""
+    from inputs.backbone import build_components as build_model_inputs
+    backbone, tokenizer = build_model_inputs(cfg.model)
+    return FeatureCache(cfg.data.cache_dir, backbone), tokenizer
 
 
 def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig, out_dir: Path) -> dict:

@@ -67,13 +67,13 @@ class ClipZeroShot(ModelAdapter):
     def _build(self) -> None:
         import open_clip
         import torch
-        from model.backbone import load_open_clip_folder, resolve_pretrained
+        from inputs.backbone import load_open_clip_folder, locate_pretrained
         self.device = self.args.device
         if self.device == "auto":
             self.device = auto_device(torch.cuda.is_available())
-        folder = resolve_pretrained(self.args.pretrained) if self.args.pretrained else None
-        if folder is not None:
-            self._build_folder(folder, load_open_clip_folder)
+        source = locate_pretrained(self.args.pretrained or None, key="--model-arg pretrained")
+        if isinstance(source, Path) and source.is_dir():
+            self._build_folder(source, load_open_clip_folder)
             return
         if self.args.model_config:
             if not Path(self.args.model_config).is_file():

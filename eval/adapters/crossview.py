@@ -31,10 +31,9 @@ class CrossViewAdapter(ModelAdapter):
     def __init__(self, args=None, loaded=None):
         super().__init__(args)
         # Imported here so the evaluator's other adapters never pull in torch models.
+        from inputs.backbone import build_components
         from inputs.checkpoint import CheckpointError, load_model
         from inputs.features import FeatureCache
-        from inputs.text import build_tokenizer
-        from model.backbone import build_backbone
 
         if loaded is None:
             if not self.args.ckpt:
@@ -45,8 +44,8 @@ class CrossViewAdapter(ModelAdapter):
                 model, model_cfg = load_model(self.args.ckpt)
             except CheckpointError as err:  # a file problem, not a bad argument: exit 1, one line
                 raise RunError(str(err)) from None
-            cache = FeatureCache(self.args.cache_dir, build_backbone(model_cfg.backbone))
-            loaded = (model, cache, build_tokenizer(model_cfg))
+            backbone, tokenizer = build_components(model_cfg)  # the stored model.backbone.pretrained
+            loaded = (model, FeatureCache(self.args.cache_dir, backbone), tokenizer)
         self.model, self.cache, self.tokenizer = loaded
         self.device = torch.device(self.args.device)
         self.model.to(self.device).eval()

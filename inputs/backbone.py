@@ -1,0 +1,211 @@
+"""The backbone from its config: ``model.backbone.pretrained`` resolved once, the tower and the
+tokenizer loaded from what it names.
+
+``build_components(model_cfg)`` is what a run, the crossview adapter and the scripts call: it
+resolves ``pretrained`` (``locate_pretrained``, the one place that reads that string), loads the
+open_clip model once, locks its image tower into ``model.backbone.FrozenClipBackbone``, checks
+that ``model.patch_dim`` / ``pooled_dim`` match what the tower gives, and builds the prompt
+tokenizer, whose CLIP text side (``model.lm.clip_prior``) reuses the same loaded model. model/
+receives the built modules and never reads a path.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import open_clip
+import torch
+from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
+from safetensors.torch import load_file
+
+from common.config import ConfigError
+from model.backbone import FrozenClipBackbone, tower_levels
+from model.config import BackboneConfig
+from model.readout import SemanticReadout
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+KEY = "model.backbone.pretrained"
+WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".safetensors", ".ckpt")
+
+
+def search_bases() -> list[Path]:
+    """Where a relative path is looked up: the working directory, then the repository root, so
+    shipped folders (``checkpoints/backbone/<name>``) are found from any directory."""
+    return list(dict.fromkeys([Path.cwd().resolve(), REPO_ROOT]))
+
+
+def find_folder(path: str, marker: str) -> Path | None:
+    """The folder ``path`` names if it holds ``marker``, else None (relative: see ``search_bases``)."""
+    for base in search_bases():
+        folder = (base / path) if not Path(path).is_absolute() else Path(path)
+        if (folder / marker).is_file():
+            return folder.resolve()
+    return None
+
+
+def locate_pretrained(pretrained: str | None, key: str = KEY) -> Path | str | None:
+    """What ``pretrained`` names: a local open_clip folder (its Path), a local checkpoint file
+    for ``arch`` (its Path), an open_clip tag (the string), or None (a random tower).
+
+    Raises:
+        ConfigError: one line naming ``key``, when the value looks like a path (it has a folder
+            part or a weights suffix) and names neither an open_clip folder nor a file.
+    """
+    if pretrained is None:
+        return None
+    folder = find_folder(pretrained, "open_clip_config.json")
+    if folder is not None:
+        return folder
+    for base in search_bases():
+        candidate = Path(pretrained) if Path(pretrained).is_absolute() else base / pretrained
+        if candidate.is_file():
+            return candidate.resolve()
+    if "/" in pretrained or "\\" in pretrained or pretrained.endswith(WEIGHT_SUFFIXES):
+        where = " and ".join(str(b) for b in search_bases())
+        raise ConfigError(f"{key}={pretrained!r}: no open_clip folder (open_clip_config.json) or weights file "
+                          f"there (a relative path is looked up under {where})")
+    return pretrained  # an open_clip tag for backbone.arch (e.g. "openai")
+
+
+def trained_level(folder: Path | None) -> int | None:
+    """The tower level the auxiliary heads of a folder made by ``pretrain.tower`` were trained on
+    (its ``pretrain_figures.json``: ``grid_level``, -1 before that key existed), the level
+    ``backbone.patch_layer`` should read; None for any other weights."""
+    if folder is None or not (Path(folder) / "pretrain_figures.json").is_file():
+        return None
+    return int(json.loads((Path(folder) / "pretrain_figures.json").read_text())["config"].get("grid_level", -1))
+
+
+def folder_config(pretrained: str, **fields) -> BackboneConfig:
+    """A BackboneConfig for a pretrained folder that reads the level its heads were trained on."""
+    source = locate_pretrained(pretrained, key="backbone")
+    level = trained_level(source if isinstance(source, Path) and source.is_dir() else None)
+    return BackboneConfig(pretrained=pretrained, patch_layer=-1 if level is None else level, **fields)
+
+
+def load_open_clip_folder(folder: Path) -> CLIP:
+    """open_clip's own loader on a local folder (``create_model('local-dir:...')``, strict), then a
+    check that every stored tensor really arrived: a silent partial load would give random
+    features under a pretrained name."""
+    model = open_clip.create_model(f"local-dir:{folder}")
+    weights = next((folder / n for n in ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+                    if (folder / n).is_file()), None)
+    if weights is None:
+        raise FileNotFoundError(f"{folder}: no open_clip_model.safetensors beside open_clip_config.json")
+    if weights.suffix == ".safetensors":
+        stored = load_file(str(weights))
+    else:
+        stored = torch.load(weights, map_location="cpu", weights_only=True)
+    state = model.state_dict()
+    missing = sorted(set(state) - set(stored))
+    wrong = [k for k, v in stored.items() if k not in state or state[k].shape != v.shape
+             or not torch.equal(state[k].to(v.dtype), v)]
+    if missing or wrong:
+        raise RuntimeError(f"{weights}: weights did not load into the open_clip model "
+                           f"(missing {missing[:3]}, mismatched {wrong[:3]})")
+    return model
+
+
+def load_clip(cfg: BackboneConfig, source: Path | str | None) -> CLIP:
+    """The open_clip model (image and text towers) ``source`` names, its image tower locked.
+    Built under a forked RNG seeded by ``cfg.init_seed``: a random tower is reproducible and the
+    caller's random stream is untouched."""
+    if source is None:
+        warnings.warn(
+            f"backbone {cfg.arch!r} has NO pretrained weights (pretrained=None): features come "
+            "from a randomly initialised ViT and are untrained. Set backbone.pretrained to an "
+            "open_clip folder, tag or local checkpoint path for trained features.",
+            stacklevel=3,
+        )
+    folder = source if isinstance(source, Path) and source.is_dir() else None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.init_seed)
+        if folder is not None:
+            clip = load_open_clip_folder(folder)
+            native = clip.visual.image_size[0] if isinstance(clip.visual.image_size, tuple) else clip.visual.image_size
+            if native != cfg.image_size:
+                raise ValueError(f"backbone.image_size {cfg.image_size} != {native}, the input size of {folder}")
+        elif cfg.vision_cfg is not None:
+            vision = CLIPVisionCfg(**cfg.vision_cfg)
+            text = CLIPTextCfg(context_length=8, vocab_size=16, width=8, heads=1, layers=1)
+            clip = CLIP(embed_dim=cfg.embed_dim or vision.width, vision_cfg=vision, text_cfg=text)
+        else:
+            clip = open_clip.create_model(
+                cfg.arch, pretrained=None if source is None else str(source), force_image_size=cfg.image_size,
+                load_weights=source is not None,
+            )
+    clip.lock_image_tower()
+    clip.visual.requires_grad_(False)  # a timm tower's lock leaves its projection head trainable
+    return clip
+
+
+def load_readout(path: str, dim: int) -> SemanticReadout:
+    """The frozen semantic readout in folder ``path`` (``readout_config.json`` + ``readout.safetensors``,
+    as ``pretrain.fit_readout`` writes them), strictly loaded: a readout with missing, extra or
+    misshapen tensors, or one fitted on a tower of another width, is refused."""
+    folder = find_folder(path, "readout_config.json")
+    if folder is None:
+        raise FileNotFoundError(f"backbone.readout {path!r}: no readout_config.json there (a relative path is "
+                                f"looked up under {' and '.join(str(b) for b in search_bases())})")
+    arch = json.loads((folder / "readout_config.json").read_text())["model"]
+    if arch["dim"] != dim:
+        raise ValueError(f"backbone.readout {folder}: fitted on {arch['dim']}-wide tokens, the tower gives {dim}")
+    readout = SemanticReadout(arch["dim"], [tuple(b) for b in arch["layout"]], depth=arch["depth"],
+                              heads=arch["heads"], grid_cells=arch["grid_cells"], width=arch["width"])
+    stored = load_file(str(folder / "readout.safetensors"))
+    readout.load_state_dict({k: v.float() for k, v in stored.items()}, strict=True)
+    return readout.eval()
+
+
+def tower_from_clip(clip: CLIP, cfg: BackboneConfig, source: Path | str | None) -> FrozenClipBackbone:
+    """The frozen tower module over a loaded CLIP: the readout if any, and a warning when
+    ``patch_layer`` reads another level than the folder's auxiliary heads were trained on."""
+    levels = tower_levels(clip.visual)
+    folder = source if isinstance(source, Path) and source.is_dir() else None
+    trained = trained_level(folder)
+    if trained is not None and trained % len(levels) != cfg.patch_layer % len(levels):
+        warnings.warn(f"backbone.patch_layer {cfg.patch_layer} reads another level than the one {folder.name}'s "
+                      f"auxiliary heads were trained on ({trained}); set model.backbone.patch_layer={trained} "
+                      "for the features its pretraining made readable", stacklevel=3)
+    readout = load_readout(cfg.readout, levels[cfg.patch_layer % len(levels)][0]) if cfg.readout else None
+    return FrozenClipBackbone(clip.visual, cfg, readout)
+
+
+def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
+    """The frozen image tower alone (a probe, a readout fit, a second cache at another level).
+
+    ``cfg.pretrained`` is a local open_clip folder (the shipped in-domain tower,
+    ``checkpoints/backbone/<name>``), an open_clip tag or checkpoint file for ``cfg.arch``, or
+    None: a randomly initialised tower (seeded by cfg.init_seed), announced by a warning: its
+    features carry no semantics, only what random projections keep.
+    """
+    source = locate_pretrained(cfg.pretrained)
+    return tower_from_clip(load_clip(cfg, source), cfg, source)
+
+
+def build_components(model_cfg: Any) -> tuple[FrozenClipBackbone, Any]:
+    """(frozen tower, prompt tokenizer) for a ModelConfig, from one resolution of
+    ``model.backbone.pretrained`` and one load of the weights it names.
+
+    Raises:
+        ConfigError: ``pretrained`` names no folder or file; ``model.patch_dim`` /
+            ``pooled_dim`` differ from what the tower gives.
+    """
+    from inputs.clip_text import ClipTextEncoder
+    from inputs.text import build_tokenizer
+    cfg = model_cfg.backbone
+    source = locate_pretrained(cfg.pretrained)
+    clip = load_clip(cfg, source)
+    backbone = tower_from_clip(clip, cfg, source)
+    if backbone.patch_dim != model_cfg.patch_dim or backbone.pooled_dim != model_cfg.pooled_dim:
+        raise ConfigError(f"model.patch_dim/pooled_dim ({model_cfg.patch_dim}/{model_cfg.pooled_dim}) must match "
+                          f"the backbone ({backbone.patch_dim}/{backbone.pooled_dim})")
+    clip_text = None
+    if model_cfg.lm.clip_prior:
+        if not (isinstance(source, Path) and source.is_dir()):
+            raise ConfigError(f"model.lm.clip_prior needs {KEY} to be a local open_clip folder with a text "
+                              f"tower, got {cfg.pretrained!r}")
+        clip_text = ClipTextEncoder.from_loaded(clip, source)
+    return backbone, build_tokenizer(model_cfg, clip_text=clip_text)
