@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/perception")
     parser.add_argument("--epochs", type=int, default=PerceptionFitConfig.epochs)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--box-weight", type=float, default=PerceptionFitConfig.box_weight)
     parser.add_argument("--fine-layer", type=int, default=None,
                         help="also read this finer level of the tower (its own feature cache), e.g. 2: stride 8")
     args = parser.parse_args(argv)
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fine_layer is not None:
         fine_cfg = dataclasses.replace(cfg.model.backbone, patch_layer=args.fine_layer)
         fine_cache = FeatureCache(cfg.data.cache_dir, build_backbone(fine_cfg))
-    heads, figures, history = fit_perception(args.bench, cache, PerceptionFitConfig(epochs=args.epochs),
+    heads, figures, history = fit_perception(args.bench, cache, PerceptionFitConfig(epochs=args.epochs, box_weight=args.box_weight),
                                              fine_cache=fine_cache)
     out = Path(args.out)
     (out / "records").mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ class PerceptionFitConfig:
     lr: float = 2e-3
     weight_decay: float = 0.01
     seed: int = 0
+    box_weight: float = 1.0  # the box distances' L1 (in output cells) beside the centre focal loss
     heads: PerceptionConfig = field(default_factory=PerceptionConfig)
 
 
@@ -97,7 +98,7 @@ def _batch_targets(ents_list, size: int, hw):
             {f: torch.tensor(v, dtype=torch.long) for f, v in fields.items()}, torch.tensor(contacts).view(-1, CONTACT_WIDTH))
 
 
-def perception_loss(heads: PerceptionHeads, maps: dict, targets) -> dict[str, torch.Tensor]:
+def perception_loss(heads: PerceptionHeads, maps: dict, targets, box_weight: float = 1.0) -> dict[str, torch.Tensor]:
     heat_t, box_t, where, rois, fields, contact = targets
     heat = focal_loss(maps["heat"], heat_t)
     box = (F.l1_loss(maps["box"].permute(0, 2, 3, 1)[where], box_t.permute(0, 2, 3, 1)[where])
@@ -108,7 +109,7 @@ def perception_loss(heads: PerceptionHeads, maps: dict, targets) -> dict[str, to
     person = contact[:, 0] >= 0
     ct = (F.binary_cross_entropy_with_logits(out["contact"][person], contact[person])
           if out is not None and person.any() else heat * 0)
-    return {"loss": heat + 0.1 * box + attr + ct, "heat": heat, "box": box, "attr": attr, "contact": ct}
+    return {"loss": heat + box_weight * box + attr + ct, "heat": heat, "box": box, "attr": attr, "contact": ct}
 
 
 def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict]]) -> dict[str, float]:
@@ -200,7 +201,7 @@ def fit_perception(bench_dir: str | Path, cache, cfg: PerceptionFitConfig, progr
             idx = order[i:i + cfg.batch_size]
             rows = torch.from_numpy(idx)
             maps = heads(feats[rows], None if fine is None else fine[rows])
-            terms = perception_loss(heads, maps, _batch_targets([ents[j] for j in idx], size, hw))
+            terms = perception_loss(heads, maps, _batch_targets([ents[j] for j in idx], size, hw), cfg.box_weight)
             opt.zero_grad()
             terms["loss"].backward()
             opt.step()
