@@ -131,7 +131,6 @@ def test_the_readme_is_short_and_opens_with_its_two_commands():
     text = README.read_text()
     assert len(text.splitlines()) <= 300
     assert fenced_lines(text)[:2] == OPENING
-    assert "session" not in text.lower()
 
 
 def test_the_extractor_finds_the_commands_and_catches_a_broken_one():
