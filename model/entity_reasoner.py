@@ -135,7 +135,7 @@ class EntityReasoner(nn.Module):
         self.question_pos = nn.Embedding(64, d)
         self.question = _encoder(d, cfg.heads, cfg.question_layers, cfg.dropout)
         self.pointer_attn = nn.MultiheadAttention(d, cfg.heads, dropout=cfg.dropout, batch_first=True)
-        self.pointer_head = _mlp(2 * d, d, 1)
+        self.pointer_head = _mlp(2 * d + len(self.fields) + 2, d, 1)
         self.assoc_proj = nn.Linear(d, d)
         self.assoc_scale = nn.Parameter(torch.tensor(10.0))
         self.assoc_bias = nn.Parameter(torch.tensor(-5.0))
@@ -218,6 +218,22 @@ class EntityReasoner(nn.Module):
         bias = bias + self.same_image.view(1, -1, 1, 1) * same_img.unsqueeze(1)
         return bias.masked_fill(~allowed.unsqueeze(1), float("-inf"))
 
+    def word_match(self, batch: dict) -> torch.Tensor:
+        """(B, E, F + 2): per field, the best cosine between the entity's class (as words) and a word
+        of the question ("the person in the purple shirt" matches shirt = purple exactly); then
+        the same for its mark's label and its image's frame label. 0 where the entity has none."""
+        words = F.normalize(self.word(batch["question"]), dim=-1)  # (B, L, d)
+        words = words * batch["question_mask"].unsqueeze(-1)
+        fields, out = batch["fields"], []
+        zero = torch.zeros_like(self.field_type[:1])
+        for i in range(len(self.fields)):
+            cls = F.normalize(torch.cat([zero, self._class_table(i)])[fields[..., i]], dim=-1)  # (B, E, d)
+            out.append(torch.einsum("bed,bld->bel", cls, words).amax(-1) * (fields[..., i] > 0))
+        for key in ("mark", "image_mark"):
+            lab = F.normalize(self.word(batch[key]), dim=-1)
+            out.append(torch.einsum("bed,bld->bel", lab, words).amax(-1) * (batch[key] > 0))
+        return torch.stack(out, -1)
+
     # -- forward -----------------------------------------------------------------------------
     def forward(self, batch: dict) -> dict[str, torch.Tensor]:
         """Args: a batch of ``inputs.entity_batch.collate_entities``.
@@ -239,9 +255,10 @@ class EntityReasoner(nn.Module):
         pos = torch.arange(q_ids.shape[1], device=q_ids.device).clamp_max(63)
         q = self.question(self.word(q_ids) + self.question_pos(pos), src_key_padding_mask=~q_mask)
 
-        # pointer: each entity reads the question
+        # pointer: each entity reads the question, and how well its classes and marks match its words
         read, _ = self.pointer_attn(x, q, q, key_padding_mask=~q_mask)
-        pointer_logits = self.pointer_head(torch.cat([x, read], -1)).squeeze(-1).masked_fill(~mask, -1e4)
+        match = self.word_match(batch)
+        pointer_logits = self.pointer_head(torch.cat([x, read, match], -1)).squeeze(-1).masked_fill(~mask, -1e4)
         p = torch.sigmoid(pointer_logits) * mask
         if "pointer_override" in batch:  # the oracle pointer: answer accuracy given the right entities
             p = batch["pointer_override"] * mask
@@ -316,7 +333,10 @@ class EntityReasoner(nn.Module):
         frames = batch["frame"].clamp(0, MAX_FRAMES - 1)
         n_f = int(frames.max().item()) + 1
         at_frame = F.one_hot(frames, n_f).float() * mask.unsqueeze(-1)  # (B, E, T)
-        wp, ws = p * person, p_set * person
+        wp = p * person
+        ws = p_set * person  # the set, scaled so its most pointed sighting weighs 1, sharpened
+        ws = ws / ws.amax(-1, keepdim=True).clamp_min(1e-3)
+        ws = ws * (ws > 0.5)
         present = {}  # (field, class) -> (B, T): a pointed person shows it at frame t
         for name, cls in set(EVENTS) | set(HAND_ACTION_CLASSES):
             flag = (fields[..., self.fields.index(name)] == cls).float() * ws  # (B, E)

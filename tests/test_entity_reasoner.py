@@ -130,6 +130,19 @@ def test_distinct_count_without_association_counts_sightings(split):
     assert torch.allclose(out["distinct_count"], sightings, atol=1e-4)
 
 
+def test_the_pointer_sees_which_classes_the_question_names(split):
+    batch, vocab = _batch(split)
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words())
+    i = model.fields.index("shirt")
+    batch["question"][0, 1] = vocab.stoi["red"]
+    batch["fields"][0, :, i] = 0
+    batch["fields"][0, 0, i] = 1 + vocab.class_words()["shirt"][:, 0].tolist().index(vocab.stoi["red"])
+    with torch.no_grad():
+        match = model.word_match(batch)
+    assert float(match[0, 0, i]) == pytest.approx(1.0, abs=1e-5)
+    assert (match[0, 1:, i] == 0).all()  # no shirt shown, no match
+
+
 def test_the_distinct_count_counts_each_pointed_person_once():
     # three persons: A seen in 3 images, B in 2, C in 1; the pointer holds A in one image only
     ids = torch.tensor([[0, 0, 0, 1, 1, 2]])
