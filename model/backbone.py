@@ -143,10 +143,3 @@ def backbone_identity(visual: nn.Module, cfg: BackboneConfig, readout: nn.Module
             + (f"-pix{cfg.pixel_cells}" if cfg.pixel_cells else "")
             + (f"-readout{_state_digest(readout)[:16]}" if readout is not None else "")
             + ("-only" if readout is not None and cfg.readout_only else ""))
-
-
-def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
-    """Moved to ``inputs.backbone.build_backbone``: model/ takes built modules and reads no file.
-    This name stays for scripts/fit_perception.py, which still imports it from here."""
-    from inputs.backbone import build_backbone as build_from_config
-    return build_from_config(cfg)

@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import save_file
 
 from inputs.features import FeatureCache
-from model.backbone import build_backbone
+from inputs.backbone import build_backbone
 from training.config import load_train_config
 from training.perception_fit import PerceptionFitConfig, fit_perception, predict_records
 from training.run import build_components

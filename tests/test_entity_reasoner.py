@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.config import load_config
+from common.config import load_config
 from bench.format import load_benchmark
 from bench.synth.config import SynthConfig
 from bench.synth.entity_labels import FIELDS, scene_entities

@@ -88,15 +88,9 @@ def test_common_imports_no_package_of_the_project(graph):
     assert {"bench", "inputs", "training", "eval"} <= users
 
 
-# model/backbone.py re-exports inputs.backbone.build_backbone under its old name, lazily, for
-# scripts/fit_perception.py, which still imports it from there; to go when that script moves.
-MODEL_SHIMS = {"model/backbone.py imports inputs.backbone"}
-
-
 def test_bench_and_model_import_no_package_above_them(graph):
     assert offenders(graph, "bench", ("model", "inputs", "training", "eval")) == []
-    found = offenders(graph, "model", ("inputs", "training", "eval", "lightning", "pytorch_lightning"))
-    assert [f for f in found if f not in MODEL_SHIMS] == []
+    assert offenders(graph, "model", ("inputs", "training", "eval", "lightning", "pytorch_lightning")) == []
 
 
 def test_inputs_imports_neither_training_eval_nor_lightning(graph):
