@@ -1,7 +1,7 @@
 """Train the perception heads on the frozen tower, print their val figures, write predicted records.
 
     python -m scripts.fit_perception [--bench data/synth-default] [--config configs/default.yaml]
-        [--out runs/perception] [--epochs 12] [--threads 1] [--fine-layer 2]
+        [--out runs/perception] [--epochs 12] [--threads 1] [--box-weight 1.0] [--fine-layer 2]
 
 The tower is the run config's backbone (its feature cache is shared with ``python train.py``).
 Writes ``<out>/perception.safetensors`` (the heads), ``<out>/figures.json`` (val: person and
@@ -35,14 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=PerceptionFitConfig.epochs)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--box-weight", type=float, default=PerceptionFitConfig.box_weight)
-    parser.add_argument("--fine-layer", type=int, default=None,
-                        help="also read this finer level of the tower (its own feature cache), e.g. 2: stride 8")
+    parser.add_argument("--fine-layer", type=int, default=2,
+                        help="also read this finer level of the tower (its own feature cache; 2: stride 8); "
+                             "-1: the patch grid alone")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     cfg = load_train_config(args.config)
     cache, _ = build_components(cfg)
     fine_cache = None
-    if args.fine_layer is not None:
+    if args.fine_layer >= 0:
         fine_cfg = dataclasses.replace(cfg.model.backbone, patch_layer=args.fine_layer)
         fine_cache = FeatureCache(cfg.data.cache_dir, build_backbone(fine_cfg))
     heads, figures, history = fit_perception(args.bench, cache, PerceptionFitConfig(epochs=args.epochs, box_weight=args.box_weight),

@@ -71,3 +71,14 @@ def test_matching_and_figures():
     assert figs["shirt_accuracy"] == 100.0
     ids = with_true_ids({"images/s000001/cam0_m0123456789ab.png": pred}, {"s000001": {"cam0": [PERSON, BALL]}})
     assert [e["id"] for e in ids["images/s000001/cam0_m0123456789ab.png"]] == [3, -1]
+
+
+def test_a_finer_level_sets_the_output_grid_and_is_required():
+    import pytest
+    heads = PerceptionHeads(PerceptionConfig(in_dim=16, fine_dim=8, width=16), FIELDS, CONTACT_WIDTH)
+    maps = heads(torch.randn(2, 25, 16), torch.randn(2, 100, 8))  # a 5 x 5 grid beside a 10 x 10 level
+    assert maps["heat"].shape == (2, 2, 10, 10) and maps["box"].shape == (2, 4, 10, 10)
+    recs = heads.decode(maps, (224.0, 224.0))
+    assert len(recs) == 2
+    with pytest.raises(ValueError, match="fine"):
+        heads(torch.randn(2, 25, 16))
