@@ -1,7 +1,7 @@
 """The entity ceiling: the entity reasoner fed ground-truth entities, trained and scored.
 
     python -m scripts.probe_entity_ceiling [--bench data/synth-default] [--out runs/entity_ceiling]
-        [--epochs 30] [--seed 0] [--threads 2] [key=value ...]
+        [--seed 0] [--threads 2] [key=value ...]   (epochs=16 by default)
 
 Every person and object an image shows is given as the generator recorded it
 (``bench/synth/entity_labels.py``: its box and the attributes *as that view shows them*; no
