@@ -93,6 +93,7 @@ def test_items_attach_marks_and_point_at_the_evidence(split):
 
 def test_class_words_are_the_option_words(split):
     _, _, vocab = split
+    assert list(vocab.class_words())[:len(FIELDS)] == list(FIELDS)  # the reasoner indexes fields in this order
     words = vocab.class_words()
     red = vocab.stoi["red"]
     assert red in words["shirt"].flatten().tolist() and red in words["object_colour"].flatten().tolist()
