@@ -48,8 +48,8 @@ def apply_overrides(cfg: EntityFitConfig, overrides: list[str]) -> EntityFitConf
         current = getattr(target, name)
         if isinstance(current, bool):
             parsed = value.lower() in ("1", "true", "yes", "on")
-        elif current is None:
-            parsed = int(value)
+        elif current is None:  # an optional field: a number (limit=200) or a path (records=DIR)
+            parsed = int(value) if value.lstrip("-").isdigit() else value
         else:
             parsed = type(current)(value)
         setattr(target, name, parsed)

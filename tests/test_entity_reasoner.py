@@ -280,3 +280,13 @@ def test_fit_runs_and_scores_every_setting(bench_dir):
         settings = {r["setting"] for r in result[split]["records"]}
         assert "+0" in settings
         assert 0 <= result[split]["diagnostics"]["answer_acc_oracle_pointer"] <= 100
+
+
+def test_ceiling_overrides_parse_numbers_paths_and_refuse_unknown_keys():
+    from scripts.probe_entity_ceiling import apply_overrides
+    cfg = apply_overrides(EntityFitConfig(), ["epochs=3", "limit=5", "records=runs/p/records", "model.width=64",
+                                              "model.camera=false"])
+    assert (cfg.epochs, cfg.limit, cfg.records, cfg.model.width, cfg.model.camera) == (3, 5, "runs/p/records", 64,
+                                                                                       False)
+    with pytest.raises(SystemExit, match="unknown key"):
+        apply_overrides(EntityFitConfig(), ["epoch=3"])
