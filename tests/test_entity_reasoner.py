@@ -290,3 +290,14 @@ def test_ceiling_overrides_parse_numbers_paths_and_refuse_unknown_keys():
                                                                                        False)
     with pytest.raises(SystemExit, match="unknown key"):
         apply_overrides(EntityFitConfig(), ["epoch=3"])
+
+
+def test_detections_without_a_true_entity_have_no_association_target(split):
+    batch, vocab = _batch(split)
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words()).eval()
+    with torch.no_grad():
+        out = model(batch)
+    before = losses(out, batch, EntityFitConfig())["assoc"]
+    batch["entity_id"][:, 1:] = -1  # unmatched detections: all "-1", which must not read as one entity
+    after = losses(out, batch, EntityFitConfig())["assoc"]
+    assert float(after) == 0.0 and float(before) > 0.0

@@ -99,7 +99,8 @@ def losses(out: dict, batch: dict, cfg: EntityFitConfig) -> dict[str, torch.Tens
     mask = batch["entity_mask"]
     pointer = F.binary_cross_entropy_with_logits(out["pointer_logits"][mask], batch["pointer"][mask])
     ids, kind = batch["entity_id"], batch["kind"]
-    pair = mask.unsqueeze(-1) & mask.unsqueeze(-2) & (kind.unsqueeze(-1) == kind.unsqueeze(-2))
+    known = mask & (ids >= 0)  # a detection that matches no true entity (id -1) has no association target
+    pair = known.unsqueeze(-1) & known.unsqueeze(-2) & (kind.unsqueeze(-1) == kind.unsqueeze(-2))
     pair &= ~torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)
     same = (ids.unsqueeze(-1) == ids.unsqueeze(-2)).float()
     assoc = F.binary_cross_entropy_with_logits(out["assoc_logits"][pair], same[pair]) if pair.any() else answer * 0
@@ -151,8 +152,9 @@ def score_split(model: EntityReasoner, data: EntitySplit, settings: list[str], s
             diag["ptr_fn"] += float((~hit & tgt).sum())
             person = (batch["kind"][b][m] == 0)
             img = batch["view"][b][m] * 100 + batch["frame"][b][m]
-            pair = person.unsqueeze(-1) & person.unsqueeze(-2) & (img.unsqueeze(-1) != img.unsqueeze(-2))
             ids = batch["entity_id"][b][m]
+            person = person & (ids >= 0)  # predicted records outside train carry no true identity
+            pair = person.unsqueeze(-1) & person.unsqueeze(-2) & (img.unsqueeze(-1) != img.unsqueeze(-2))
             same = ids.unsqueeze(-1) == ids.unsqueeze(-2)
             said = out["assoc_logits"][b][m][:, m] > 0
             diag["as_tp"] += float((said & same & pair).sum())
