@@ -151,6 +151,11 @@ class EntityReasoner(nn.Module):
     def _class_table(self, i: int) -> torch.Tensor:
         return self._phrase(getattr(self, f"class_words_{i}"))
 
+    def _shown(self, i: int, fields: torch.Tensor) -> torch.Tensor:
+        """(B, E, d) each entity's class of field ``i`` as words; zero where the view does not show it."""
+        table = torch.cat([torch.zeros_like(self.field_type[:1]), self._class_table(i)])
+        return table[fields[..., i]]
+
     def _phrase(self, ids: torch.Tensor) -> torch.Tensor:
         """Mean word embedding of padded word ids (..., W) -> (..., d)."""
         emb = self.word(ids)
@@ -225,9 +230,8 @@ class EntityReasoner(nn.Module):
         words = F.normalize(self.word(batch["question"]), dim=-1)  # (B, L, d)
         words = words * batch["question_mask"].unsqueeze(-1)
         fields, out = batch["fields"], []
-        zero = torch.zeros_like(self.field_type[:1])
         for i in range(len(self.fields)):
-            cls = F.normalize(torch.cat([zero, self._class_table(i)])[fields[..., i]], dim=-1)  # (B, E, d)
+            cls = F.normalize(self._shown(i, fields), dim=-1)  # (B, E, d)
             out.append(torch.einsum("bed,bld->bel", cls, words).amax(-1) * (fields[..., i] > 0))
         for key in ("mark", "image_mark"):
             lab = F.normalize(self.word(batch[key]), dim=-1)
@@ -324,9 +328,8 @@ class EntityReasoner(nn.Module):
         person = ((batch["kind"] == 0) & mask).float()
         out = []
         for i in range(len(self.fields)):
-            table = torch.cat([torch.zeros_like(self.field_type[:1]), self._class_table(i)])
             w = p * (fields[..., i] > 0)
-            out.append((w.unsqueeze(-1) * table[fields[..., i]]).sum(1) / w.sum(1, keepdim=True).clamp_min(1e-3))
+            out.append((w.unsqueeze(-1) * self._shown(i, fields)).sum(1) / w.sum(1, keepdim=True).clamp_min(1e-3))
         w = p * (batch["mark"] > 0)
         out.append((w.unsqueeze(-1) * self.word(batch["mark"])).sum(1) / w.sum(1, keepdim=True).clamp_min(1e-3))
         out.append(self._number(distinct))
@@ -381,9 +384,7 @@ class EntityReasoner(nn.Module):
         seen = seen.clamp(max=1.0)
         obj = (batch["kind"] == 1) & mask & known
         kind_i, colour_i = self.fields.index("object_kind"), self.fields.index("object_colour")
-        zero = torch.zeros_like(self.field_type[:1])
-        desc = (torch.cat([zero, self._class_table(kind_i)])[fields[..., kind_i]]
-                + torch.cat([zero, self._class_table(colour_i)])[fields[..., colour_i]])  # (B, E, d)
+        desc = self._shown(kind_i, fields) + self._shown(colour_i, fields)  # (B, E, d)
         sigma = self.near_log_sigma.exp()
         total = 0.0
         for order in (early, early.flip(0)):  # first frames, last frames

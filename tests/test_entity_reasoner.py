@@ -144,6 +144,15 @@ def test_the_pointer_sees_which_classes_the_question_names(split):
     assert (match[0, 1:, i] == 0).all()  # no shirt shown, no match
 
 
+def _one_view(split, axis: str):
+    """The batch of the first ``axis`` sample's first view, and a small eval-mode reasoner."""
+    samples, labels, vocab = split
+    s = next(s for s in samples if s.axis == axis)
+    item = {**build_entity_item(s, [s.gt_views[0]], labels[s.scene], vocab), **build_text_item(s, vocab)}
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words())
+    return collate_entities([item]), model.eval()
+
+
 def test_the_distinct_count_counts_each_pointed_person_once():
     # three persons: A seen in 3 images, B in 2, C in 1; the pointer holds A in one image only
     ids = torch.tensor([[0, 0, 0, 1, 1, 2]])
@@ -161,11 +170,7 @@ def test_the_distinct_count_counts_each_pointed_person_once():
 
 
 def test_sightings_in_one_image_are_never_one_entity(split):
-    samples, labels, vocab = split
-    s = next(s for s in samples if s.axis == "spatial")
-    item = {**build_entity_item(s, [s.gt_views[0]], labels[s.scene], vocab), **build_text_item(s, vocab)}
-    batch = collate_entities([item])
-    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words()).eval()
+    batch, model = _one_view(split, "spatial")
     with torch.no_grad():
         model.assoc_bias.fill_(100.0)  # every pair of sightings "the same person"...
     batch["pointer_override"] = ((batch["kind"] == 0) & batch["entity_mask"]).float()
@@ -175,11 +180,7 @@ def test_sightings_in_one_image_are_never_one_entity(split):
 
 
 def test_the_hand_action_read_out_names_the_first_action(split):
-    samples, labels, vocab = split
-    s = next(s for s in samples if s.axis == "temporal")
-    item = {**build_entity_item(s, [s.gt_views[0]], labels[s.scene], vocab), **build_text_item(s, vocab)}
-    batch = collate_entities([item])
-    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words()).eval()
+    batch, model = _one_view(split, "temporal")
     person = (batch["kind"] == 0) & batch["entity_mask"]
     first_id = int(batch["entity_id"][person][0])
     p = (person & (batch["entity_id"] == first_id)).float()
@@ -200,11 +201,7 @@ def test_the_hand_action_read_out_names_the_first_action(split):
 
 
 def test_the_trajectory_read_out_names_the_objects_at_either_end(split):
-    samples, labels, vocab = split
-    s = next(s for s in samples if s.axis == "temporal")
-    item = {**build_entity_item(s, [s.gt_views[0]], labels[s.scene], vocab), **build_text_item(s, vocab)}
-    batch = collate_entities([item])
-    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words()).eval()
+    batch, model = _one_view(split, "temporal")
     mask, kind, frame = batch["entity_mask"][0], batch["kind"][0], batch["frame"][0]
     objects = torch.nonzero((kind == 1) & mask).flatten()
     person = (kind == 0) & mask
