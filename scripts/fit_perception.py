@@ -2,12 +2,18 @@
 
     python -m scripts.fit_perception [--bench data/synth-default] [--config configs/default.yaml]
         [--out runs/perception] [--epochs 12] [--threads 1] [--box-weight 1.0] [--fine-layer 2]
+    python -m scripts.fit_perception --heads runs/perception --bench data/ood/crowd --splits test \
+        --out runs/perception-ood/crowd          # predict with trained heads, no fitting
 
 The tower is the run config's backbone (its feature cache is shared with ``python train.py``).
 Writes ``<out>/perception.safetensors`` (the heads), ``<out>/figures.json`` (val: person and
 object recall and precision at IoU 0.5, per-field accuracy on matched entities) and
 ``<out>/records/<split>.jsonl.gz`` (one line per image: its path relative to the split and the
 predicted entity records), which the entity reasoner reads in place of the ground truth.
+With ``--heads DIR`` the heads of an earlier run (``DIR/perception.safetensors``, the same
+``--fine-layer``) predict the records of ``--splits`` of any benchmark, an OOD split included;
+where the benchmark has labels for a split, its figures are printed and written too (measurement
+only: nothing is fitted).
 """
 from __future__ import annotations
 
@@ -18,12 +24,14 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from inputs.features import FeatureCache
 from inputs.backbone import build_backbone
 from training.config import load_train_config
-from training.perception_fit import PerceptionFitConfig, fit_perception, predict_records
+from inputs.entity_batch import load_entity_labels
+from training.perception_fit import (PerceptionFitConfig, fit_perception, load_heads, perception_figures,
+                                     predict_records, split_images)
 from training.run import build_components
 
 
@@ -38,7 +46,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fine-layer", type=int, default=2,
                         help="also read this finer level of the tower (its own feature cache; 2: stride 8); "
                              "-1: the patch grid alone")
+    parser.add_argument("--heads", default=None, help="a folder with the perception.safetensors of an earlier run: "
+                                                      "predict only, no fitting")
+    parser.add_argument("--splits", default="train,val,test", help="the splits to write records of")
     args = parser.parse_args(argv)
+    splits = [s for s in args.splits.split(",") if s]
+    bench = Path(args.bench)
+    missing = [s for s in splits if not (bench / s / "benchmark.json").is_file()]
+    if missing:
+        parser.error(f"--splits: {bench} has no split {', '.join(missing)}")
+    weights = Path(args.heads or ".") / "perception.safetensors"
+    if args.heads and not weights.is_file():
+        parser.error(f"--heads {args.heads}: no perception.safetensors there")
+    if args.heads and Path(args.heads).resolve() == Path(args.out).resolve():
+        parser.error("--out: give another folder than --heads (the fit's figures.json stays as it is)")
     torch.set_num_threads(args.threads)
     cfg = load_train_config(args.config)
     cache, _ = build_components(cfg)
@@ -46,21 +67,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.fine_layer >= 0:
         fine_cfg = dataclasses.replace(cfg.model.backbone, patch_layer=args.fine_layer)
         fine_cache = FeatureCache(cfg.data.cache_dir, build_backbone(fine_cfg))
-    heads, figures, history = fit_perception(args.bench, cache, PerceptionFitConfig(epochs=args.epochs, box_weight=args.box_weight),
-                                             fine_cache=fine_cache)
     out = Path(args.out)
     (out / "records").mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(out / "perception.safetensors"))
-    (out / "figures.json").write_text(json.dumps({"val": figures, "history": history}, indent=1) + "\n")
-    print(json.dumps(figures, indent=1))
-    bench = Path(args.bench)
-    for split in ("train", "val", "test"):
+    if args.heads:
+        fine_dim = fine_cache.expected_shapes()["patch_tokens"][-1] if fine_cache is not None else 0
+        try:
+            heads = load_heads(load_file(str(weights)), PerceptionFitConfig().heads,
+                               cache.expected_shapes()["patch_tokens"][-1], fine_dim)
+        except ValueError as err:
+            parser.error(f"--heads {args.heads}: {err} (was it fitted with another --fine-layer?)")
+        report = {}
+    else:
+        heads, figures, history = fit_perception(args.bench, cache,
+                                                 PerceptionFitConfig(epochs=args.epochs, box_weight=args.box_weight),
+                                                 fine_cache=fine_cache)
+        save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(out / "perception.safetensors"))
+        report = {"val": figures, "history": history}
+        print(json.dumps(figures, indent=1))
+    for split in splits:
         recs = predict_records(heads, bench, split, cache, fine_cache=fine_cache)
+        if args.heads and (bench / "labels" / f"{split}.jsonl.gz").is_file():  # measurement only
+            labels = load_entity_labels(bench, split, allow_eval_splits=True)
+            report[split] = perception_figures(recs, {p: labels[scene][stem]
+                                                      for p, scene, stem in split_images(bench, split)})
+            print(split, json.dumps(report[split], indent=1))
         root = (bench / split).resolve()
         lines = [json.dumps({"image": str(Path(p).relative_to(root)), "entities": r}, separators=(",", ":"))
                  for p, r in sorted(recs.items())]
         (out / "records" / f"{split}.jsonl.gz").write_bytes(gzip.compress("".join(x + "\n" for x in lines).encode(),
                                                                          mtime=0))
+    (out / "figures.json").write_text(json.dumps(report, indent=1) + "\n")
     return 0
 
 

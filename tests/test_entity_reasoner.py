@@ -10,7 +10,7 @@ from bench.format import load_benchmark
 from bench.synth.config import SynthConfig
 from bench.synth.entity_labels import FIELDS, scene_entities
 from bench.synth.generate import generate
-from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities,
+from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities, image_stem,
                                  load_entity_labels)
 from model.entity_reasoner import EntityReasoner, EntityReasonerConfig, pointed_set
 from training.entity_fit import SET_COUNT_TASKS, EntityFitConfig, EntitySplit, fit_entity_reasoner, losses
@@ -267,11 +267,17 @@ def test_the_oracle_pointer_replaces_the_predicted_one(split):
     assert not torch.allclose(a, model(batch)["option_logits"])
 
 
-@pytest.mark.slow
-def test_fit_runs_and_scores_every_setting(bench_dir):
+@pytest.fixture(scope="module")
+def fitted(bench_dir, tmp_path_factory):
     cfg = EntityFitConfig(bench_dir=str(bench_dir), epochs=2, batch_size=8, threads=1)
     cfg.model.width, cfg.model.heads = 32, 2
-    result = fit_entity_reasoner(cfg, progress=False)
+    out = tmp_path_factory.mktemp("entity_fit")
+    return fit_entity_reasoner(cfg, out, progress=False), out / "entity_reasoner.pt"
+
+
+@pytest.mark.slow
+def test_fit_runs_and_scores_every_setting(fitted):
+    result, _ = fitted
     assert len(result["history"]) == 2
     for split in ("val", "test"):
         settings = {r["setting"] for r in result[split]["records"]}
@@ -298,3 +304,54 @@ def test_detections_without_a_true_entity_have_no_association_target(split):
     batch["entity_id"][:, 1:] = -1  # unmatched detections: all "-1", which must not read as one entity
     after = losses(out, batch, EntityFitConfig())["assoc"]
     assert float(after) == 0.0 and float(before) > 0.0
+
+
+def _answers(run_dir) -> dict[tuple[str, str], str]:
+    import json
+    lines = [json.loads(x) for x in (run_dir / "predictions.jsonl").read_text().splitlines()]
+    return {(x["sample_id"], x["setting"], x["variant"]): x["letter"] for x in lines}
+
+
+@pytest.mark.slow
+def test_the_entity_adapter_answers_as_the_fit_scored(fitted, bench_dir, tmp_path):
+    """The evaluator's adapter on the stored checkpoint gives every query the letter the fit gave it;
+    predicted records in the records format give the same answers as the truth they copy."""
+    import gzip
+    import json
+
+    from eval.runner import evaluate
+    result, ckpt = fitted
+    evaluate(bench_dir / "test", "entity", tmp_path / "truth", model_args={"ckpt": str(ckpt)}, batch_size=16,
+             progress=False, plots=False)
+    got = _answers(tmp_path / "truth")
+    want = {(r["sample_id"], r["setting"], r["variant"]): r["letter"] for r in result["test"]["records"]}
+    assert got == want and len(got) > 0
+    labels = load_entity_labels(bench_dir, "test", allow_eval_splits=True)
+    bench = load_benchmark(bench_dir / "test")
+    rows = {f.image: labels[s.scene][image_stem(f.image)]
+            for s in bench.samples for v in s.views for f in v.frames}
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "test.jsonl.gz").write_bytes(gzip.compress("".join(
+        json.dumps({"image": k, "entities": v}) + "\n" for k, v in rows.items()).encode()))
+    evaluate(bench_dir / "test", "entity", tmp_path / "pred", model_args={"ckpt": str(ckpt), "entities": str(records)},
+             batch_size=16, progress=False, plots=False)
+    assert _answers(tmp_path / "pred") == got
+
+
+def test_the_entity_adapter_refuses_bad_arguments_in_one_line(fitted, bench_dir, tmp_path):
+    from eval.adapters import build_model
+    from eval.errors import RunError
+    _, ckpt = fitted
+    with pytest.raises(ValueError, match="ckpt=PATH"):
+        build_model("entity", {})
+    with pytest.raises(ValueError, match="not found"):
+        build_model("entity", {"ckpt": str(tmp_path / "none.pt")})
+    with pytest.raises(ValueError, match="neither 'truth' nor a folder"):
+        build_model("entity", {"ckpt": str(ckpt), "entities": str(tmp_path / "missing")})
+    torch.save({"weights": {}}, tmp_path / "other.pt")
+    with pytest.raises(RunError, match="not an entity reasoner checkpoint"):
+        build_model("entity", {"ckpt": str(tmp_path / "other.pt")})
+    adapter = build_model("entity", {"ckpt": str(ckpt), "entities": str(tmp_path)})  # a folder without test records
+    with pytest.raises(RunError, match="test.jsonl.gz: missing"):
+        adapter.prepare(load_benchmark(bench_dir / "test"))

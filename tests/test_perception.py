@@ -82,3 +82,17 @@ def test_a_finer_level_sets_the_output_grid_and_is_required():
     assert len(recs) == 2
     with pytest.raises(ValueError, match="fine"):
         heads(torch.randn(2, 25, 16))
+
+
+def test_stored_heads_load_on_their_levels_and_name_a_mismatch():
+    import pytest
+
+    from training.perception_fit import load_heads
+    cfg = PerceptionConfig(in_dim=16, fine_dim=8, width=16)
+    heads = PerceptionHeads(cfg, FIELDS, CONTACT_WIDTH)
+    again = load_heads(heads.state_dict(), PerceptionConfig(width=16), in_dim=16, fine_dim=8)
+    x, fine = torch.randn(1, 25, 16), torch.randn(1, 100, 8)
+    heads.eval()
+    assert torch.equal(again(x, fine)["heat"], heads(x, fine)["heat"])
+    with pytest.raises(ValueError, match="16 \\+ 0 channels"):
+        load_heads(heads.state_dict(), PerceptionConfig(width=16), in_dim=16, fine_dim=0)

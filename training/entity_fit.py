@@ -14,6 +14,7 @@ cannot be raised by answering without a necessary view.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -236,5 +237,6 @@ def fit_entity_reasoner(cfg: EntityFitConfig, out_dir: str | Path | None = None,
         result[name] = {"records": records, "diagnostics": diag}
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        torch.save({"state_dict": model.state_dict(), "vocab": vocab.itos}, Path(out_dir) / "entity_reasoner.pt")
+        torch.save({"state_dict": model.state_dict(), "vocab": vocab.itos, "config": dataclasses.asdict(cfg.model)},
+                   Path(out_dir) / "entity_reasoner.pt")
     return result

@@ -11,6 +11,7 @@ the matched entities where the view shows the field.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -168,6 +169,20 @@ def predict_records(heads: PerceptionHeads, bench_dir: Path, split: str, cache,
         for path, recs in zip(paths[i:i + batch_size], heads.decode(maps, sizes[paths[i]])):
             out[path] = recs
     return out
+
+
+def load_heads(state: dict[str, torch.Tensor], cfg: PerceptionConfig, in_dim: int, fine_dim: int = 0
+               ) -> PerceptionHeads:
+    """Heads of an earlier fit from their weights, on a tower level of ``in_dim`` channels (and a
+    finer one of ``fine_dim``, 0: none). Raises ValueError, naming the mismatch, when the weights
+    were fitted on other levels."""
+    heads = PerceptionHeads(dataclasses.replace(cfg, in_dim=in_dim, fine_dim=fine_dim), FIELDS, CONTACT_WIDTH)
+    try:
+        heads.load_state_dict(state)
+    except RuntimeError as err:
+        raise ValueError(f"perception heads do not fit tower levels of {in_dim} + {fine_dim} channels: "
+                         f"{' '.join(str(err).split())[:300]}") from None
+    return heads.eval()
 
 
 def fit_perception(bench_dir: str | Path, cache, cfg: PerceptionFitConfig, progress: bool = True,

@@ -1,0 +1,107 @@
+"""The entity reasoner as one more adapter: ``--model entity --model-arg ckpt=PATH``.
+
+It reads per-image entity records instead of pixels, and scores every option directly (no text,
+no parsing). Where the records come from is an argument:
+
+- ``entities=truth`` (default): the records the generator wrote beside the benchmark
+  (``<bench>/labels/<split>.jsonl.gz``), every person and object as its view shows it. This is the
+  **entity ceiling** (``python -m scripts.probe_entity_ceiling``): an upper bound told the truth on
+  purpose, never a model's score.
+- ``entities=DIR``: predicted records, ``DIR/<split>.jsonl.gz`` (``python -m scripts.fit_perception``
+  writes them; ``--heads`` and ``--bench`` predict them for any benchmark, an OOD split included).
+
+The checkpoint is the ``entity_reasoner.pt`` that ``training.entity_fit`` writes (weights, word
+vocabulary and model config), loaded with ``weights_only=True``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from bench.format import Benchmark
+from eval.adapters.base import ModelAdapter, Request, Response, throughput
+from eval.adapters.registry import register_model
+from eval.errors import RunError
+
+TRUTH = "truth"
+
+
+@register_model("entity")
+class EntityAdapter(ModelAdapter):
+    """The entity reasoner (model/entity_reasoner.py) on true or predicted entity records."""
+
+    @dataclass
+    class Args:
+        ckpt: str = ""  # entity_reasoner.pt from python -m scripts.probe_entity_ceiling (or training.entity_fit)
+        entities: str = TRUTH  # "truth" (the entity ceiling) or a folder of predicted records <split>.jsonl.gz
+        device: str = throughput("cpu")
+
+    def __init__(self, args=None):
+        super().__init__(args)
+        from dataclasses import fields
+
+        from inputs.entity_batch import WordVocab
+        from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
+
+        if not self.args.ckpt:
+            raise ValueError("entity needs --model-arg ckpt=PATH (an entity_reasoner.pt)")
+        if not Path(self.args.ckpt).is_file():
+            raise ValueError(f"entity: checkpoint not found: {self.args.ckpt}")
+        if self.args.entities != TRUTH and not Path(self.args.entities).is_dir():
+            raise ValueError(f"entity: entities={self.args.entities!r} is neither 'truth' nor a folder of records")
+        try:
+            ckpt = torch.load(self.args.ckpt, map_location="cpu", weights_only=True)
+            self.vocab = WordVocab(ckpt["vocab"])
+            known = {f.name for f in fields(EntityReasonerConfig)}
+            stored = ckpt.get("config", {})  # files written before the config was stored: the defaults
+            unknown = sorted(set(stored) - known)
+            if unknown:
+                raise RunError(f"entity: {self.args.ckpt}: unknown model config keys {unknown}")
+            cfg = EntityReasonerConfig(**{**stored, "vocab_size": len(self.vocab)})
+            self.model = EntityReasoner(cfg, self.vocab.class_words())
+            self.model.load_state_dict(ckpt["state_dict"])
+        except (KeyError, RuntimeError, OSError) as err:  # a file problem, not a bad argument: exit 1, one line
+            raise RunError(f"entity: {self.args.ckpt}: not an entity reasoner checkpoint "
+                           f"({' '.join(str(err).split())[:200]})") from None
+        self.device = torch.device(self.args.device)
+        self.model.to(self.device).eval()
+        self.records: dict[str, dict] | None = None
+
+    def provenance(self) -> dict:
+        from common.provenance import file_sha256
+        return {"device": str(self.device), "weights": {"ckpt_sha256": file_sha256(self.args.ckpt)},
+                "entities": self.args.entities}
+
+    def prepare(self, benchmark: Benchmark) -> None:
+        """Read the split's entity records: scene id -> image (stem or path) -> records."""
+        from inputs.entity_batch import load_entity_labels, load_predicted_records
+        root = Path(benchmark.root)
+        split = root.name
+        try:
+            if self.args.entities == TRUTH:  # the ceiling reads the truth of an evaluation split on purpose
+                self.records = load_entity_labels(root.parent, split, allow_eval_splits=True)
+            else:
+                pred = load_predicted_records(Path(self.args.entities) / f"{split}.jsonl.gz")
+                self.records = {s.scene: pred for s in benchmark.samples}
+        except FileNotFoundError as err:
+            raise RunError(f"entity: {err}") from None
+
+    @torch.no_grad()
+    def generate(self, requests: list[Request]) -> list[Response]:
+        from inputs.entity_batch import build_entity_item, build_text_item, collate_entities
+        if self.records is None:
+            raise RuntimeError("entity: prepare(benchmark) must run before generate")
+        items = []
+        for req in requests:
+            sample = req.sample  # options as asked (rotated under --circular)
+            images = self.records.get(sample.scene)
+            if images is None:
+                raise RunError(f"entity: sample {sample.id}: no entity records for scene {sample.scene!r}")
+            views = [v.view_id for v in req.views]
+            items.append({**build_entity_item(sample, views, images, self.vocab),
+                          **build_text_item(sample, self.vocab)})
+        batch = {k: v.to(self.device) for k, v in collate_entities(items).items()}
+        logits = self.model(batch)["option_logits"].float().cpu()
+        return [Response(scores=logits[i, :len(req.sample.options)].tolist()) for i, req in enumerate(requests)]
