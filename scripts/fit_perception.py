@@ -6,33 +6,32 @@
         --out runs/perception-ood/crowd          # predict with trained heads, no fitting
 
 The tower is the run config's backbone (its feature cache is shared with ``python train.py``).
-Writes ``<out>/perception.safetensors`` (the heads), ``<out>/figures.json`` (val: person and
+Writes ``<out>/perception.safetensors`` (the heads), ``<out>/perception.json`` (the tower, level and
+heads config they were fitted on), ``<out>/figures.json`` (val: person and
 object recall and precision at IoU 0.5, per-field accuracy on matched entities) and
 ``<out>/records/<split>.jsonl.gz`` (one line per image: its path relative to the split and the
 predicted entity records), which the entity reasoner reads in place of the ground truth.
-With ``--heads DIR`` the heads of an earlier run (``DIR/perception.safetensors``, the same
-``--fine-layer``) predict the records of ``--splits`` of any benchmark, an OOD split included;
+With ``--heads DIR`` the heads of an earlier run (on the tower and levels its ``perception.json``
+names) predict the records of ``--splits`` of any benchmark, an OOD split included;
 where the benchmark has labels for a split, its figures are printed and written too (measurement
 only: nothing is fitted).
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gzip
 import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from inputs.features import FeatureCache
-from inputs.backbone import build_backbone
-from training.config import load_train_config
+from common.atomic import atomic_write_text
 from inputs.entity_batch import load_entity_labels
-from training.perception_fit import (PerceptionFitConfig, fit_perception, load_heads, perception_figures,
-                                     predict_records, split_images)
-from training.run import build_components
+from inputs.perception import (SETTINGS, WEIGHTS, level_caches, load_perception, predict_records, read_settings,
+                               settings_of)
+from training.config import load_train_config
+from training.perception_fit import PerceptionFitConfig, fit_perception, perception_figures, split_images
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--box-weight", type=float, default=PerceptionFitConfig.box_weight)
     parser.add_argument("--fine-layer", type=int, default=2,
                         help="also read this finer level of the tower (its own feature cache; 2: stride 8); "
-                             "-1: the patch grid alone")
+                             "-1: the patch grid alone; with --heads, the level they were fitted on")
     parser.add_argument("--heads", default=None, help="a folder with the perception.safetensors of an earlier run: "
                                                       "predict only, no fitting")
     parser.add_argument("--splits", default="train,val,test", help="the splits to write records of")
@@ -55,41 +54,37 @@ def main(argv: list[str] | None = None) -> int:
     missing = [s for s in splits if not (bench / s / "benchmark.json").is_file()]
     if missing:
         parser.error(f"--splits: {bench} has no split {', '.join(missing)}")
-    weights = Path(args.heads or ".") / "perception.safetensors"
-    if args.heads and not weights.is_file():
-        parser.error(f"--heads {args.heads}: no perception.safetensors there")
+    if args.heads and not (Path(args.heads) / WEIGHTS).is_file():
+        parser.error(f"--heads {args.heads}: no {WEIGHTS} there")
     if args.heads and Path(args.heads).resolve() == Path(args.out).resolve():
         parser.error("--out: give another folder than --heads (the fit's figures.json stays as it is)")
     torch.set_num_threads(args.threads)
     cfg = load_train_config(args.config)
-    cache, _ = build_components(cfg)
-    fine_cache = None
-    if args.fine_layer >= 0:
-        fine_cfg = dataclasses.replace(cfg.model.backbone, patch_layer=args.fine_layer)
-        fine_cache = FeatureCache(cfg.data.cache_dir, build_backbone(fine_cfg))
     out = Path(args.out)
-    (out / "records").mkdir(parents=True, exist_ok=True)
-    if args.heads:
-        fine_dim = fine_cache.expected_shapes()["patch_tokens"][-1] if fine_cache is not None else 0
+    if args.heads:  # the tower and levels the heads were fitted on
+        backbone, fine_layer, heads_cfg = read_settings(args.heads)
+        caches = level_caches(backbone, cfg.data.cache_dir, fine_layer)
         try:
-            heads = load_heads(load_file(str(weights)), PerceptionFitConfig().heads,
-                               cache.expected_shapes()["patch_tokens"][-1], fine_dim)
+            heads = load_perception(args.heads, caches, heads_cfg)
         except ValueError as err:
-            parser.error(f"--heads {args.heads}: {err} (was it fitted with another --fine-layer?)")
+            parser.error(f"--heads {args.heads}: {err}")
         report = {}
     else:
-        heads, figures, history = fit_perception(args.bench, cache,
-                                                 PerceptionFitConfig(epochs=args.epochs, box_weight=args.box_weight),
-                                                 fine_cache=fine_cache)
-        save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(out / "perception.safetensors"))
+        caches = level_caches(cfg.model.backbone, cfg.data.cache_dir, args.fine_layer)
+        heads, figures, history = fit_perception(args.bench, caches,
+                                                 PerceptionFitConfig(epochs=args.epochs, box_weight=args.box_weight))
+        out.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(out / WEIGHTS))
+        atomic_write_text(out / SETTINGS, json.dumps(settings_of(caches, heads.cfg), indent=1) + "\n")
         report = {"val": figures, "history": history}
         print(json.dumps(figures, indent=1))
+    (out / "records").mkdir(parents=True, exist_ok=True)
     for split in splits:
-        recs = predict_records(heads, bench, split, cache, fine_cache=fine_cache)
+        images = split_images(bench, split)
+        recs = predict_records(heads, [p for p, _, _ in images], caches)
         if args.heads and (bench / "labels" / f"{split}.jsonl.gz").is_file():  # measurement only
             labels = load_entity_labels(bench, split, allow_eval_splits=True)
-            report[split] = perception_figures(recs, {p: labels[scene][stem]
-                                                      for p, scene, stem in split_images(bench, split)})
+            report[split] = perception_figures(recs, {p: labels[scene][stem] for p, scene, stem in images})
             print(split, json.dumps(report[split], indent=1))
         root = (bench / split).resolve()
         lines = [json.dumps({"image": str(Path(p).relative_to(root)), "entities": r}, separators=(",", ":"))

@@ -2,6 +2,8 @@
 reasoner (model/entity_reasoner.py) and its fit (training/entity_fit.py)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -355,3 +357,54 @@ def test_the_entity_adapter_refuses_bad_arguments_in_one_line(fitted, bench_dir,
     adapter = build_model("entity", {"ckpt": str(ckpt), "entities": str(tmp_path)})  # a folder without test records
     with pytest.raises(RunError, match="test.jsonl.gz: missing"):
         adapter.prepare(load_benchmark(bench_dir / "test"))
+
+
+@pytest.mark.slow
+def test_the_entity_adapter_reads_entities_from_pixels_through_stored_heads(fitted, bench_dir, tmp_path):
+    """entities=<perception folder>: the heads predict each image's entities from the cached tower;
+    the answers equal those given on the same predictions written as records first."""
+    import gzip
+    import json
+
+    from safetensors.torch import save_file
+
+    from common.atomic import atomic_write_text
+    from eval.runner import evaluate
+    from inputs.perception import (benchmark_images, level_caches, predict_records, settings_of)
+    from model.config import tiny_backbone_config
+    from model.perception import PerceptionConfig, PerceptionHeads
+    _, ckpt = fitted
+    caches = level_caches(tiny_backbone_config(), tmp_path / "cache", fine_layer=-1)
+    torch.manual_seed(0)
+    cfg = PerceptionConfig(in_dim=caches.coarse.expected_shapes()["patch_tokens"][-1], width=16, max_entities=6)
+    heads = PerceptionHeads(cfg, FIELDS, CONTACT_WIDTH)
+    torch.nn.init.constant_(heads.heat.bias, 3.0)  # untrained heads that still find something everywhere
+    folder = tmp_path / "perception"
+    folder.mkdir()
+    save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(folder / "perception.safetensors"))
+    atomic_write_text(folder / "perception.json", json.dumps(settings_of(caches, cfg)))
+    args = {"ckpt": str(ckpt), "entities": str(folder), "cache_dir": str(tmp_path / "cache")}
+    evaluate(bench_dir / "test", "entity", tmp_path / "pixels", model_args=args, batch_size=16, progress=False,
+             plots=False)
+    got = _answers(tmp_path / "pixels")
+    bench = load_benchmark(bench_dir / "test")
+    paths = [p for p, _, _ in benchmark_images(bench)]
+    recs = predict_records(heads, paths, caches)
+    assert all(len(r) > 0 for r in recs.values())
+    root = (bench_dir / "test").resolve()
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "test.jsonl.gz").write_bytes(gzip.compress("".join(
+        json.dumps({"image": str(Path(p).relative_to(root)), "entities": r}) + "\n" for p, r in recs.items()).encode()))
+    evaluate(bench_dir / "test", "entity", tmp_path / "recs", model_args={"ckpt": str(ckpt), "entities": str(records)},
+             batch_size=16, progress=False, plots=False)
+    assert _answers(tmp_path / "recs") == got and len(got) > 0
+    run = json.loads((tmp_path / "pixels" / "run.json").read_text())
+    assert "perception_sha256" in json.dumps(run)
+    # heads that find nothing: every query is answered as a failed answer, the run still completes
+    torch.nn.init.constant_(heads.heat.bias, -30.0)
+    save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(folder / "perception.safetensors"))
+    evaluate(bench_dir / "test", "entity", tmp_path / "blind", model_args=args, batch_size=16, progress=False,
+             plots=False)
+    lines = [json.loads(x) for x in (tmp_path / "blind" / "predictions.jsonl").read_text().splitlines()]
+    assert lines and all(x["failed"] and not x["correct"] for x in lines)

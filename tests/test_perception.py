@@ -87,7 +87,7 @@ def test_a_finer_level_sets_the_output_grid_and_is_required():
 def test_stored_heads_load_on_their_levels_and_name_a_mismatch():
     import pytest
 
-    from training.perception_fit import load_heads
+    from inputs.perception import load_heads
     cfg = PerceptionConfig(in_dim=16, fine_dim=8, width=16)
     heads = PerceptionHeads(cfg, FIELDS, CONTACT_WIDTH)
     again = load_heads(heads.state_dict(), PerceptionConfig(width=16), in_dim=16, fine_dim=8)

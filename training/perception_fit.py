@@ -1,8 +1,10 @@
 """Train the perception heads on the train split's entity labels; measure them on val; write
 predicted entity records for every split.
 
-    fit_perception(bench_dir, cache, cfg) -> (heads, figures)
-    predict_records(heads, bench_dir, split, cache) -> image path -> records
+    fit_perception(bench_dir, caches, cfg) -> (heads, val figures, history)
+
+Prediction (the heads on any benchmark's images) is ``inputs.perception``, which the evaluator
+reads too.
 
 Targets come from ``<bench>/labels/train.jsonl.gz`` only (``inputs.entity_batch.load_entity_labels``
 refuses the others for training). Validation figures compare decoded detections with the val
@@ -11,7 +13,6 @@ the matched entities where the view shows the field.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,8 @@ from tqdm import tqdm
 
 from bench.format import load_benchmark
 from bench.synth.entity_labels import FIELDS
-from inputs.entity_batch import CONTACT_WIDTH, contact_vector, image_stem, load_entity_labels, match_records
+from inputs.entity_batch import CONTACT_WIDTH, contact_vector, load_entity_labels, match_records
+from inputs.perception import LevelCaches, benchmark_images, features, predict_records
 from model.perception import KINDS, OBJECT_FIELDS, PERSON_FIELDS, PerceptionConfig, PerceptionHeads
 
 
@@ -41,14 +43,7 @@ class PerceptionFitConfig:
 
 def split_images(bench_dir: Path, split: str) -> list[tuple[str, str, str]]:
     """(absolute image path, scene, stem) of every image a question of the split shows."""
-    bench = load_benchmark(bench_dir / split, check_images=False)
-    out = {}
-    for s in bench.samples:
-        for v in s.views:
-            for f in v.frames:
-                path = str((bench_dir / split / f.image).resolve())
-                out[path] = (path, s.scene, image_stem(f.image))
-    return sorted(out.values())
+    return benchmark_images(load_benchmark(Path(bench_dir) / split, check_images=False))
 
 
 def _targets(ents: list[dict], size: int, hw: tuple[float, float]):
@@ -143,59 +138,16 @@ def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict
     return out
 
 
-def _features(cache, paths: list[str], fine_cache=None) -> tuple[torch.Tensor, torch.Tensor | None,
-                                                                   dict[str, tuple[int, int]]]:
-    """The tower's patch tokens of ``paths`` (and those of its finer level, from ``fine_cache``)."""
-    table = cache.table(paths, desc="features")
-    rows = torch.tensor([table.index[p] for p in paths])
-    fine = None
-    if fine_cache is not None:
-        ft = fine_cache.table(paths, desc="fine features")
-        fine = ft.patch_tokens[torch.tensor([ft.index[p] for p in paths])]
-    return table.patch_tokens[rows], fine, table.sizes
-
-
-@torch.no_grad()
-def predict_records(heads: PerceptionHeads, bench_dir: Path, split: str, cache,
-                    batch_size: int = 128, fine_cache=None) -> dict[str, list[dict]]:
-    """Image path (absolute) -> predicted entity records, for every image of ``split``."""
-    heads.eval()
-    images = split_images(bench_dir, split)
-    paths = [p for p, _, _ in images]
-    feats, fine, sizes = _features(cache, paths, fine_cache)
-    out = {}
-    for i in range(0, len(paths), batch_size):
-        maps = heads(feats[i:i + batch_size], None if fine is None else fine[i:i + batch_size])
-        for path, recs in zip(paths[i:i + batch_size], heads.decode(maps, sizes[paths[i]])):
-            out[path] = recs
-    return out
-
-
-def load_heads(state: dict[str, torch.Tensor], cfg: PerceptionConfig, in_dim: int, fine_dim: int = 0
-               ) -> PerceptionHeads:
-    """Heads of an earlier fit from their weights, on a tower level of ``in_dim`` channels (and a
-    finer one of ``fine_dim``, 0: none). Raises ValueError, naming the mismatch, when the weights
-    were fitted on other levels."""
-    heads = PerceptionHeads(dataclasses.replace(cfg, in_dim=in_dim, fine_dim=fine_dim), FIELDS, CONTACT_WIDTH)
-    try:
-        heads.load_state_dict(state)
-    except RuntimeError as err:
-        raise ValueError(f"perception heads do not fit tower levels of {in_dim} + {fine_dim} channels: "
-                         f"{' '.join(str(err).split())[:300]}") from None
-    return heads.eval()
-
-
-def fit_perception(bench_dir: str | Path, cache, cfg: PerceptionFitConfig, progress: bool = True,
-                   fine_cache=None):
-    """Train the heads on train's labels; returns (heads, val figures, history). ``fine_cache``:
-    the features of a finer level of the same tower, read beside ``cache``'s."""
+def fit_perception(bench_dir: str | Path, caches: LevelCaches, cfg: PerceptionFitConfig, progress: bool = True):
+    """Train the heads on train's labels, on ``caches``' levels of the tower; returns (heads,
+    val figures, history)."""
     torch.manual_seed(cfg.seed)
     bench_dir = Path(bench_dir)
     labels = load_entity_labels(bench_dir, "train")
     images = split_images(bench_dir, "train")
     paths = [p for p, _, _ in images]
     ents = [labels[scene][stem] for _, scene, stem in images]
-    feats, fine, sizes = _features(cache, paths, fine_cache)
+    feats, fine, sizes = features(caches, paths)
     cfg.heads.in_dim = feats.shape[-1]
     cfg.heads.fine_dim = 0 if fine is None else fine.shape[-1]
     heads = PerceptionHeads(cfg.heads, FIELDS, CONTACT_WIDTH)
@@ -228,6 +180,7 @@ def fit_perception(bench_dir: str | Path, cache, cfg: PerceptionFitConfig, progr
         if progress:
             print(" ".join(f"{k}={v:.4g}" for k, v in history[-1].items()), flush=True)
     val_labels = load_entity_labels(bench_dir, "val", allow_eval_splits=True)  # measurement only
-    preds = predict_records(heads, bench_dir, "val", cache, fine_cache=fine_cache)
-    truths = {p: val_labels[scene][stem] for p, scene, stem in split_images(bench_dir, "val")}
+    val_images = split_images(bench_dir, "val")
+    preds = predict_records(heads, [p for p, _, _ in val_images], caches)
+    truths = {p: val_labels[scene][stem] for p, scene, stem in val_images}
     return heads, perception_figures(preds, truths), history
