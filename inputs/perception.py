@@ -129,7 +129,10 @@ def predict_records(heads: PerceptionHeads, paths: list[str], caches: LevelCache
     feats, fine, sizes = features(caches, paths)
     out = {}
     for i in range(0, len(paths), batch_size):
+        chunk = paths[i:i + batch_size]
         maps = heads(feats[i:i + batch_size], None if fine is None else fine[i:i + batch_size])
-        for path, recs in zip(paths[i:i + batch_size], heads.decode(maps, sizes[paths[i]])):
-            out[path] = recs
+        for hw in dict.fromkeys(sizes[p] for p in chunk):  # boxes in each image's own pixels
+            rows = [j for j, p in enumerate(chunk) if sizes[p] == hw]
+            for j, recs in zip(rows, heads.decode({k: v[rows] for k, v in maps.items()}, hw)):
+                out[chunk[j]] = recs
     return out

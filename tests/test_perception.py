@@ -96,3 +96,29 @@ def test_stored_heads_load_on_their_levels_and_name_a_mismatch():
     assert torch.equal(again(x, fine)["heat"], heads(x, fine)["heat"])
     with pytest.raises(ValueError, match="16 \\+ 0 channels"):
         load_heads(heads.state_dict(), PerceptionConfig(width=16), in_dim=16, fine_dim=0)
+
+
+def test_predicted_boxes_are_in_each_images_own_pixels(tmp_path):
+    import warnings
+
+    import numpy as np
+    from PIL import Image
+
+    from inputs.perception import level_caches, predict_records
+    from model.config import tiny_backbone_config
+    paths = []
+    for i, (w, h) in enumerate([(64, 64), (200, 120), (64, 64)]):
+        path = tmp_path / f"im{i}.png"
+        Image.fromarray(np.random.default_rng(i).integers(0, 255, (h, w, 3), dtype=np.uint8)).save(path)
+        paths.append(str(path.resolve()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny tower is untrained, and says so
+        caches = level_caches(tiny_backbone_config(), tmp_path / "cache", fine_layer=-1)
+    dim = caches.coarse.expected_shapes()["patch_tokens"][-1]
+    heads = PerceptionHeads(PerceptionConfig(in_dim=dim, width=16, max_entities=8), FIELDS, CONTACT_WIDTH)
+    torch.nn.init.constant_(heads.heat.bias, 3.0)  # a detection at every peak
+    recs = predict_records(heads, paths, caches, batch_size=3)
+    wide = max(b for e in recs[paths[1]] for b in e["box"][0::2])
+    assert 64 < wide <= 200  # the wide image's boxes reach past 64 px: decoded in its own size
+    for p in (paths[0], paths[2]):
+        assert recs[p] and max(b for e in recs[p] for b in e["box"]) <= 64
