@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -47,7 +48,10 @@ def level_caches(backbone: BackboneConfig, cache_dir: str | Path, fine_layer: in
     coarse = FeatureCache(cache_dir, tower_from_clip(clip, backbone, source))
     fine = None
     if fine_layer >= 0:
-        fine = FeatureCache(cache_dir, tower_from_clip(clip, dataclasses.replace(backbone, patch_layer=fine_layer), source))
+        with warnings.catch_warnings():  # the finer level is read beside the trained one on purpose
+            warnings.filterwarnings("ignore", message="backbone.patch_layer .* reads another level")
+            fine_tower = tower_from_clip(clip, dataclasses.replace(backbone, patch_layer=fine_layer), source)
+        fine = FeatureCache(cache_dir, fine_tower)
     return LevelCaches(coarse, fine, backbone, fine_layer)
 
 
