@@ -352,8 +352,11 @@ def test_the_entity_adapter_refuses_bad_arguments_in_one_line(fitted, bench_dir,
     with pytest.raises(ValueError, match="neither 'truth' nor a folder"):
         build_model("entity", {"ckpt": str(ckpt), "entities": str(tmp_path / "missing")})
     torch.save({"weights": {}}, tmp_path / "other.pt")
-    with pytest.raises(RunError, match="not an entity reasoner checkpoint"):
-        build_model("entity", {"ckpt": str(tmp_path / "other.pt")})
+    (tmp_path / "garbage.pt").write_bytes(b"not a checkpoint at all")
+    torch.save(torch.zeros(3), tmp_path / "tensor.pt")
+    for name in ("other.pt", "garbage.pt", "tensor.pt"):
+        with pytest.raises(RunError, match="not an entity reasoner checkpoint"):
+            build_model("entity", {"ckpt": str(tmp_path / name)})
     adapter = build_model("entity", {"ckpt": str(ckpt), "entities": str(tmp_path)})  # a folder without test records
     with pytest.raises(RunError, match="test.jsonl.gz: missing"):
         adapter.prepare(load_benchmark(bench_dir / "test"))

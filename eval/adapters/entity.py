@@ -58,6 +58,10 @@ class EntityAdapter(ModelAdapter):
                              "heads or predicted records)")
         try:
             ckpt = torch.load(self.args.ckpt, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 - any unreadable file: one line, exit 1
+            raise RunError(f"entity: {self.args.ckpt}: not an entity reasoner checkpoint (cannot be read: "
+                           f"{' '.join(str(err).split())[:200]})") from None
+        try:
             self.vocab = WordVocab(ckpt["vocab"])
             known = {f.name for f in fields(EntityReasonerConfig)}
             stored = ckpt.get("config", {})  # files written before the config was stored: the defaults
@@ -67,7 +71,9 @@ class EntityAdapter(ModelAdapter):
             cfg = EntityReasonerConfig(**{**stored, "vocab_size": len(self.vocab)})
             self.model = EntityReasoner(cfg, self.vocab.class_words())
             self.model.load_state_dict(ckpt["state_dict"])
-        except (KeyError, RuntimeError, OSError) as err:  # a file problem, not a bad argument: exit 1, one line
+        except RunError:
+            raise
+        except (KeyError, RuntimeError, TypeError, AttributeError, IndexError) as err:  # a file problem, not a bad argument: exit 1, one line
             raise RunError(f"entity: {self.args.ckpt}: not an entity reasoner checkpoint "
                            f"({' '.join(str(err).split())[:200]})") from None
         self.device = torch.device(self.args.device)
