@@ -128,6 +128,15 @@ def load_predicted_records(path: str | Path) -> dict[str, list[dict]]:
     return out
 
 
+def write_predicted_records(path: str | Path, records: dict[str, list[dict]]) -> None:
+    """``load_predicted_records``' file: one line per image (its path relative to its split, and
+    its entity records), sorted, gzipped with no timestamp, written atomically."""
+    from common.atomic import atomic_write_bytes
+    lines = [json.dumps({"image": image, "entities": recs}, separators=(",", ":")) + "\n"
+             for image, recs in sorted(records.items())]
+    atomic_write_bytes(path, gzip.compress("".join(lines).encode(), mtime=0))
+
+
 def match_records(pred: list[dict], truth: list[dict], iou: float = 0.5) -> list[tuple[int, int]]:
     """Greedy matching, by score, of predicted records to true ones of the same kind at IoU >= ``iou``:
     (pred index, truth index) pairs."""

@@ -19,7 +19,6 @@ only: nothing is fitted).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import torch
 from safetensors.torch import save_file
 
 from common.atomic import atomic_write_text
-from inputs.entity_batch import load_entity_labels
+from inputs.entity_batch import load_entity_labels, write_predicted_records
 from inputs.perception import (SETTINGS, WEIGHTS, level_caches, load_perception, predict_records, read_settings,
                                settings_of)
 from training.config import load_train_config
@@ -87,10 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             report[split] = perception_figures(recs, {p: labels[scene][stem] for p, scene, stem in images})
             print(split, json.dumps(report[split], indent=1))
         root = (bench / split).resolve()
-        lines = [json.dumps({"image": str(Path(p).relative_to(root)), "entities": r}, separators=(",", ":"))
-                 for p, r in sorted(recs.items())]
-        (out / "records" / f"{split}.jsonl.gz").write_bytes(gzip.compress("".join(x + "\n" for x in lines).encode(),
-                                                                         mtime=0))
+        write_predicted_records(out / "records" / f"{split}.jsonl.gz",
+                                {str(Path(p).relative_to(root)): r for p, r in recs.items()})
     (out / "figures.json").write_text(json.dumps(report, indent=1) + "\n")
     return 0
 

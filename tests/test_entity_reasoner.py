@@ -12,8 +12,8 @@ from bench.format import load_benchmark
 from bench.synth.config import SynthConfig
 from bench.synth.entity_labels import FIELDS, scene_entities
 from bench.synth.generate import generate
-from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities, image_stem,
-                                 load_entity_labels)
+from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities,
+                                 image_stem, load_entity_labels, write_predicted_records)
 from model.entity_reasoner import EntityReasoner, EntityReasonerConfig, pointed_set
 from training.entity_fit import SET_COUNT_TASKS, EntityFitConfig, EntitySplit, fit_entity_reasoner, losses
 
@@ -318,8 +318,6 @@ def _answers(run_dir) -> dict[tuple[str, str], str]:
 def test_the_entity_adapter_answers_as_the_fit_scored(fitted, bench_dir, tmp_path):
     """The evaluator's adapter on the stored checkpoint gives every query the letter the fit gave it;
     predicted records in the records format give the same answers as the truth they copy."""
-    import gzip
-    import json
 
     from eval.runner import evaluate
     result, ckpt = fitted
@@ -334,8 +332,7 @@ def test_the_entity_adapter_answers_as_the_fit_scored(fitted, bench_dir, tmp_pat
             for s in bench.samples for v in s.views for f in v.frames}
     records = tmp_path / "records"
     records.mkdir()
-    (records / "test.jsonl.gz").write_bytes(gzip.compress("".join(
-        json.dumps({"image": k, "entities": v}) + "\n" for k, v in rows.items()).encode()))
+    write_predicted_records(records / "test.jsonl.gz", rows)
     evaluate(bench_dir / "test", "entity", tmp_path / "pred", model_args={"ckpt": str(ckpt), "entities": str(records)},
              batch_size=16, progress=False, plots=False)
     assert _answers(tmp_path / "pred") == got
@@ -366,7 +363,6 @@ def test_the_entity_adapter_refuses_bad_arguments_in_one_line(fitted, bench_dir,
 def test_the_entity_adapter_reads_entities_from_pixels_through_stored_heads(fitted, bench_dir, tmp_path):
     """entities=<perception folder>: the heads predict each image's entities from the cached tower;
     the answers equal those given on the same predictions written as records first."""
-    import gzip
     import json
 
     from safetensors.torch import save_file
@@ -397,8 +393,7 @@ def test_the_entity_adapter_reads_entities_from_pixels_through_stored_heads(fitt
     root = (bench_dir / "test").resolve()
     records = tmp_path / "records"
     records.mkdir()
-    (records / "test.jsonl.gz").write_bytes(gzip.compress("".join(
-        json.dumps({"image": str(Path(p).relative_to(root)), "entities": r}) + "\n" for p, r in recs.items()).encode()))
+    write_predicted_records(records / "test.jsonl.gz", {str(Path(p).relative_to(root)): r for p, r in recs.items()})
     evaluate(bench_dir / "test", "entity", tmp_path / "recs", model_args={"ckpt": str(ckpt), "entities": str(records)},
              batch_size=16, progress=False, plots=False)
     assert _answers(tmp_path / "recs") == got and len(got) > 0
