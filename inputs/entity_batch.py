@@ -1,7 +1,7 @@
 """Entity batches: one token per (view, frame, entity) of a view set, its question and options.
 
 What the entity reasoner (``model.entity_reasoner``) reads. The entities come from per-image
-records (``bench.synth.entity_labels``): the ground truth for the entity ceiling, or what the
+records (``bench.entities``): the ground truth for the entity ceiling, or what the
 perception heads predict in the same format. A record's ``id`` is a training target only
 (association and pointer), never an input.
 
@@ -19,10 +19,9 @@ from typing import Any, Sequence
 import torch
 
 from bench.format import Sample
-from bench.synth.captions import ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, OBJECT_KINDS, POSTURES
-from bench.synth.entity_labels import CONTACT_KEYS, FIELDS
-from bench.synth.tasks_mvn import ARM_TEXT, EFFECTOR_TEXT
-from inputs.items import mark_role
+from bench.entities import (AIRBORNE_NAMES, ARM_CLASSES, COLOUR_NAMES, CONTACT_KEYS, FIELDS, FRAC_NAMES, HAT_NAMES,
+                            OBJECT_KINDS, POSTURES)
+from bench.synth.tasks_mvn import ARM_TEXT, EFFECTOR_TEXT  # the questions' phrasing (not schema): to be moved
 
 _WORD = re.compile(r"[a-z]+|\d+")
 PAD, UNK, CLS = 0, 1, 2
@@ -35,9 +34,9 @@ _ARM_WORDS = {**ARM_TEXT, "waving": "waving it"}
 CLASS_NAMES: dict[str, list[str]] = {
     "shirt": COLOUR_NAMES, "trousers": COLOUR_NAMES, "hat": HAT_NAMES, "posture": [_POSTURE_WORDS[p] for p in POSTURES],
     "arm_l": [_ARM_WORDS[a] for a in ARM_CLASSES], "arm_r": [_ARM_WORDS[a] for a in ARM_CLASSES],
-    "airborne": ["grounded", "airborne"], "frac": ["hidden", "partly", "mostly", "whole"],
+    "airborne": AIRBORNE_NAMES, "frac": FRAC_NAMES,
     "object_kind": OBJECT_KINDS, "object_colour": COLOUR_NAMES}
-# the words naming each contact effector (bench.synth.entity_labels.CONTACT_KEYS), and an object's
+# the words naming each contact effector (bench.entities.CONTACT_KEYS), and an object's
 # kind and colour (the contact multi-hot's last axis)
 EFFECTOR_NAMES = [EFFECTOR_TEXT.get(k, "body") for k in CONTACT_KEYS]
 DESCRIPTOR_NAMES = OBJECT_KINDS + COLOUR_NAMES
@@ -45,6 +44,17 @@ DESCRIPTOR_NAMES = OBJECT_KINDS + COLOUR_NAMES
 HAND_ACTIONS = {"raises the left hand": ("arm_l", "raised"), "raises the right hand": ("arm_r", "raised"),
                 "waves the left hand": ("arm_l", "waving"), "waves the right hand": ("arm_r", "waving")}
 MAX_NUMBER = 16  # number words 0..16 are always in the vocabulary (counts, mark labels)
+
+
+def mark_role(label: str, question: str, options: Sequence[str]) -> int:
+    """How the text refers to a mark: bit 0 = its label is a word of the question ("the
+    person marked 3"), bit 1 = it is one of the options ("3")."""
+    role = 0
+    if label and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", question):
+        role |= 1
+    if label and any(option.strip() == label for option in options):
+        role |= 2
+    return role
 
 
 def words(text: str) -> list[str]:

@@ -1,8 +1,9 @@
 """What each mark's own view shows of the marked person, as per-mark training targets.
 
 The synthetic generator records, per mark of a static scene, the class ids of
-``bench.synth.captions.person_facts`` in ``meta["mark_facts"]`` (shirt and trouser colour, hat,
-posture, each arm's state, the kind of object touched; -1 where the view does not show it).
+``bench.synth.captions.person_facts`` in ``meta["mark_facts"]`` (``bench.entities.MARK_FACT_KEYS``:
+shirt and trouser colour, hat, posture, each arm's state, the kind of object touched; -1 where the
+view does not show it).
 ``mark_fact_targets`` turns that record into one row of ``len(FACTS)`` classes per mark of a
 view set, the supervision of the model's mark-fact head (``model.entity.fact_head``,
 ``loss.mark_facts``), read from the *training* split only. Each class is named by the words the
@@ -16,13 +17,13 @@ from typing import Optional
 
 import torch
 
-from bench.synth.captions import ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, MARK_FACT_KEYS, OBJECT_KINDS, POSTURES
-from bench.synth.captions import IGNORE as NOT_SHOWN
-from bench.synth.tasks_mvn import ARM_TEXT
+from bench.entities import ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, MARK_FACT_KEYS, OBJECT_KINDS, POSTURES
+from bench.entities import IGNORE as NOT_SHOWN
+from bench.synth.tasks_mvn import ARM_TEXT  # the limb questions' phrasing (not schema): to be moved
 from inputs.track import IGNORE
 
 # (fact, the words of each of its classes), in MARK_FACT_KEYS order; class i of a fact is index i
-# of its captions list (HAT_NAMES, ARM_CLASSES, ...), contact_kind 0 = touching nothing.
+# of its bench.entities list (HAT_NAMES, ARM_CLASSES, ...), contact_kind 0 = touching nothing.
 _ARM_WORDS = [ARM_TEXT.get(state, state) for state in ARM_CLASSES]  # the limb questions' phrasing
 FACTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("shirt", tuple(COLOUR_NAMES)),

@@ -1,5 +1,5 @@
 """Entity records from pixels: the perception heads (``model.perception``) on the frozen tower's
-cached levels, in the record format of ``bench.synth.entity_labels``.
+cached levels, in the record format of ``bench.entities``.
 
     caches = level_caches(backbone_cfg, "data/cache", fine_layer=2)   # one load of the tower
     heads = load_perception("runs/perception", caches)                # perception.safetensors + .json
@@ -21,7 +21,7 @@ from typing import NamedTuple
 import torch
 
 from bench.format import Benchmark
-from bench.synth.entity_labels import FIELDS
+from bench.entities import FIELDS
 from common.config import from_dict, to_dict
 from inputs.entity_batch import CONTACT_WIDTH, image_stem
 from inputs.features import FeatureCache

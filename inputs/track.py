@@ -24,13 +24,12 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from bench.synth.captions import OBJECT_KINDS
-from bench.synth.primitives import COLOURS
+from bench.entities import COLOUR_NAMES, OBJECT_KINDS
 
 IGNORE = -100  # F.cross_entropy's ignore_index
 UNSEEN = 0
 
-_OBJECTS = [f"{colour} {kind}" for kind in OBJECT_KINDS for colour in COLOURS]
+_OBJECTS = [f"{colour} {kind}" for kind in OBJECT_KINDS for colour in COLOUR_NAMES]
 _HAND = ("none", "down", "raised", "wave")
 TRACK_STATES: tuple[str, ...] = tuple(
     ["unseen", "jump:0", "jump:1", "wave:0", "wave:1"]

@@ -7,7 +7,7 @@
     box -> RoIAlign of the neck's map -> per field logits (class 0: the view does not show it)
            + the 2-D contact multi-hot (effector x overlap / separated x object kind and colour)
 
-``decode`` turns the maps into entity records in the format of ``bench.synth.entity_labels``
+``decode`` turns the maps into entity records in the format of ``bench.entities``
 (``id`` -1: identity is never perceived), so the entity reasoner reads predicted entities exactly
 as it reads the ground truth of the entity ceiling. Pure tensors in, tensors out.
 """
@@ -37,7 +37,7 @@ class PerceptionConfig:
 
 
 class PerceptionHeads(nn.Module):
-    """Args: cfg; field_sizes: classes per categorical field (``bench.synth.entity_labels.FIELDS``);
+    """Args: cfg; field_sizes: classes per categorical field (``bench.entities.FIELDS``);
     contact_width: the contact multi-hot's width."""
 
     def __init__(self, cfg: PerceptionConfig, field_sizes: dict[str, int], contact_width: int):
@@ -88,7 +88,7 @@ class PerceptionHeads(nn.Module):
 
     @torch.no_grad()
     def decode(self, maps: dict[str, torch.Tensor], image_hw: tuple[float, float]) -> list[list[dict]]:
-        """Entity records per image (``bench.synth.entity_labels`` format, ``id`` -1, boxes in pixels
+        """Entity records per image (``bench.entities`` format, ``id`` -1, boxes in pixels
         of an image of ``image_hw``; ``contact_p`` holds the contact multi-hot's probabilities)."""
         heat = torch.sigmoid(maps["heat"])
         peak = heat == F.max_pool2d(heat, 3, stride=1, padding=1)

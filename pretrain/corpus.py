@@ -31,8 +31,9 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from common.config import load_config
+from bench.entities import COLOUR_NAMES, OBJECT_KINDS
 from bench.synth.body import PARTS
-from bench.synth.captions import COLOUR_NAMES, OBJECT_KINDS, person_facts, view_caption
+from bench.synth.captions import person_facts, view_caption
 from bench.synth.config import SynthConfig
 from bench.synth.marks import draw_marks
 from bench.synth.observe import observe_view

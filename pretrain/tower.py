@@ -39,10 +39,9 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from common.config import load_config, to_dict
+from bench.entities import ARM_CLASSES, COLOUR_NAMES, FRAC_BINS, HAT_NAMES, IGNORE, OBJECT_KINDS, POSTURES
 from bench.synth.body import PARTS
-from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, HAT_NAMES, IGNORE, OBJECT_KINDS, POSTURES,
-                                  CaptionTokenizer, caption_vocabulary)
-from bench.synth.captions import FRAC_BINS
+from bench.synth.captions import CaptionTokenizer, caption_vocabulary
 from model.config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from bench.synth.semantic_grid import LAYOUT
 from inputs.backbone import load_open_clip_folder

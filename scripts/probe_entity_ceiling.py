@@ -4,7 +4,7 @@
         [--seed 0] [--threads 2] [key=value ...]   (epochs=16 by default)
 
 Every person and object an image shows is given as the generator recorded it
-(``bench/synth/entity_labels.py``: its box and the attributes *as that view shows them*; no
+(``bench.entities``: its box and the attributes *as that view shows them*; no
 identity), in place of what perception would predict. The model, losses and training are those
 of ``training.entity_fit``; the epoch is chosen on val ``+0``. What the ceiling misses is what the
 reasoning half misses. Beside the protocol's figures (the evaluator's ``eval.summary``) it prints

@@ -31,7 +31,7 @@ Nine probes, each a small classifier on frozen features (no question, no languag
   whose labels exist only where an attribute question recorded the shirt (35 val marks on the
   default benchmark: one mark is 2.9 points). A mark whose torso the view hides keeps its
   person's shirt, so this probe's ceiling is a little under 100 %.
-* ``posture``: the whole-body posture (bench.synth.captions.POSTURES: standing, crouching,
+* ``posture``: the whole-body posture (bench.entities.POSTURES: standing, crouching,
   sitting, reaching, foot up, ...) of a marked person, from the same 2x2 RoIAlign (linear).
   Labels: each spatial scene is rebuilt from the benchmark's stored generator config and seed
   (scenes are deterministic), and every person mark is joined with that person's pose.

@@ -1,4 +1,4 @@
-"""Entity records (bench/synth/entity_labels.py), their batches (inputs/entity_batch.py), the entity
+"""Entity records (bench/entities.py, bench/synth/entity_labels.py), their batches (inputs/entity_batch.py), the entity
 reasoner (model/entity_reasoner.py) and its fit (training/entity_fit.py)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 from common.config import load_config
 from bench.format import load_benchmark
 from bench.synth.config import SynthConfig
-from bench.synth.entity_labels import FIELDS, scene_entities
-from bench.synth.generate import generate
+from bench.entities import FIELDS
+from bench.synth.generate import generate, scene_entities
 from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities,
                                  image_stem, load_entity_labels, write_predicted_records)
 from model.entity_reasoner import EntityReasoner, EntityReasonerConfig, pointed_set

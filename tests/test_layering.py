@@ -15,6 +15,10 @@ model import only common; inputs (the model's input pipeline) imports neither tr
 Lightning; eval imports no training module; training imports eval only to run the final test;
 pretrain imports neither training nor eval, and no package imports pretrain. Every import
 counts, lazy ones inside functions included.
+
+Within bench/, the benchmark format (bench/entities.py: the entity records' schema) sits below the
+generator (bench/synth/): inputs, model and training read the schema from bench.entities, never
+from the generator, and bench's modules import each other without a cycle.
 """
 from __future__ import annotations
 
@@ -33,6 +37,12 @@ PACKAGES = ("common", "bench", "model", "inputs", "training", "pretrain", "eval"
 # The one module of training/ that may import eval: it runs the held-out protocol at the end
 # of python train.py through the evaluator's crossview adapter (training.run.evaluate_module).
 TRAINING_MAY_IMPORT_EVAL = {"training/run.py"}
+
+
+def imported_names(path: Path) -> set[tuple[str, str]]:
+    """Every (module, name) of a ``from module import name`` in a file, at any depth."""
+    return {(node.module, alias.name) for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level for alias in node.names}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -174,3 +184,100 @@ def test_model_reads_no_file_except_a_path_its_caller_hands_in():
     found = sorted(f"{p.relative_to(ROOT)}: {m.group(0)}" for p in (ROOT / "model").rglob("*.py")
                    for m in FILE_READS.finditer(p.read_text()))
     assert found == ["model/language_head.py: from_pretrained("]
+
+
+# The imports from the generator (bench.synth) left in inputs/, model/ and training/: none is the
+# entity schema (bench.entities). (file, module) -> the names it may import.
+GENERATOR_IMPORTS_ALLOWED = {
+    # the questions' phrasing of arm states and effectors (words of the vocabulary), not schema:
+    # to leave the generator with the questions' words
+    ("inputs/entity_batch.py", "bench.synth.tasks_mvn"): {"ARM_TEXT", "EFFECTOR_TEXT"},
+    ("inputs/mark_facts.py", "bench.synth.tasks_mvn"): {"ARM_TEXT"},
+    # the shipped tower's closed caption vocabulary (a tokenizer: code, not schema), lazily
+    ("inputs/clip_text.py", "bench.synth.captions"): {"CaptionTokenizer"},
+    # train.py generates the benchmark when the data folder lacks it, lazily
+    ("training/datamodule.py", "bench.synth.config"): {"SynthConfig"},
+    ("training/datamodule.py", "bench.synth.generate"): {"generate"},
+}
+
+
+def test_inputs_model_and_training_read_the_entity_schema_from_bench_entities_not_the_generator(graph):
+    found = set()
+    for package in ("inputs", "model", "training"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            file = str(path.relative_to(ROOT))
+            bare = {m for m in graph[file] if m == "bench.synth" or m.startswith("bench.synth.")}
+            named = {(m, n) for m, n in imported_names(path) if m in bare}
+            assert {m for m, _ in named} == bare, f"{file} imports a generator module whole: {bare}"
+            found |= {(file, m, n) for m, n in named}
+    allowed = {(f, m, n) for (f, m), names in GENERATOR_IMPORTS_ALLOWED.items() for n in names}
+    assert sorted(found - allowed) == [], "import these from bench.entities (the schema), or move them there"
+    assert sorted(allowed - found) == [], "an allowed import is gone: drop it from GENERATOR_IMPORTS_ALLOWED"
+
+
+def test_the_schema_imports_nothing_from_the_generator(graph):
+    assert graph["bench/entities.py"] <= {"__future__"}, graph["bench/entities.py"]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def bench_import_graph() -> dict[str, set[str]]:
+    """bench's module -> the bench modules it imports (lazy imports included), as dotted names;
+    ``from bench.synth import x`` counts as importing ``bench.synth.x`` where that is a module."""
+    modules = {_module_name(p): p for p in sorted((ROOT / "bench").rglob("*.py"))}
+    out = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    package = name.split(".")[:len(name.split(".")) - node.level + (path.stem == "__init__")]
+                    base = ".".join(package + ([node.module] if node.module else []))
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                known = [".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in modules]
+                if known:
+                    found.add(known[0])
+        out[name] = found - {name}
+    return out
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` as [a, b, ..., a], or [] if it has none."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return []
+
+
+def test_bench_modules_import_each_other_without_a_cycle():
+    graph = bench_import_graph()
+    assert "bench.synth.entity_labels" in graph["bench.synth.generate"]  # the walk sees imports
+    assert "bench.entities" in graph["bench.synth.entity_labels"]
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # the finder finds one
+    cycle = import_cycle(graph)
+    assert cycle == [], "import cycle in bench/: " + " -> ".join(cycle)

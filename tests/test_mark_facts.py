@@ -10,8 +10,8 @@ import torch
 
 from common.config import load_config
 from bench.format import load_benchmark
-from bench.synth.captions import IGNORE as NOT_SHOWN
-from bench.synth.captions import MARK_FACT_KEYS
+from bench.entities import IGNORE as NOT_SHOWN
+from bench.entities import MARK_FACT_KEYS
 from bench.synth.config import SynthConfig
 from bench.synth.generate import generate
 from inputs.mark_facts import FACTS, fact_sizes, fact_words, mark_fact_table

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.synth.entity_labels import FIELDS
+from bench.entities import FIELDS
 from inputs.entity_batch import CONTACT_WIDTH, match_records, with_true_ids
 from model.perception import PerceptionConfig, PerceptionHeads
 from training.perception_fit import _batch_targets, _targets, focal_loss, perception_figures, perception_loss

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bench.format import load_benchmark
-from bench.synth.entity_labels import FIELDS
+from bench.entities import FIELDS
 from inputs.entity_batch import CONTACT_WIDTH, contact_vector, load_entity_labels, match_records
 from inputs.perception import LevelCaches, benchmark_images, features, predict_records
 from model.perception import KINDS, OBJECT_FIELDS, PERSON_FIELDS, PerceptionConfig, PerceptionHeads

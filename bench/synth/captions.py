@@ -17,17 +17,12 @@ import re
 import numpy as np
 import torch
 
+# the attribute classes are the entity records' (bench.entities); the per-mark facts the benchmark
+# records for training (meta "mark_facts"; inputs/mark_facts.py) are bench.entities.MARK_FACT_KEYS
+from bench.entities import ARM_CLASSES, COLOUR_NAMES, FRAC_BINS, HAT_NAMES, IGNORE, OBJECT_KINDS, POSTURES
 from bench.synth.primitives import COLOURS
 
-COLOUR_NAMES = list(COLOURS)
-HAT_NAMES = ["none", "red", "yellow", "black", "white", "blue"]
-POSTURES = ["standing", "walking", "jumping", "crouching", "sitting", "reaching", "foot_up"]
-ARM_CLASSES = ["down", "side", "hip", "raised", "reaching", "waving"]
-OBJECT_KINDS = ["box", "ball", "pole", "chair", "panel"]
-FRAC_BINS = (0.25, 0.5, 0.8)  # visible fraction -> bin 0..3 (heavily hidden .. whole)
-IGNORE = -1  # a label the view does not show (hidden torso, arm out of sight)
-# The per-mark facts the benchmark records for training (meta "mark_facts"; inputs/mark_facts.py)
-MARK_FACT_KEYS = ("shirt", "trousers", "hat", "posture", "arm_l", "arm_r", "contact_kind")
+assert list(COLOURS) == COLOUR_NAMES, "the palette renders the schema's colours, in its order"
 
 _POSTURE_OF = {"stand": "standing", "raise_one": "standing", "raise_both": "standing", "walk": "walking",
                "jump": "jumping", "crouch": "crouching", "squat": "crouching", "sit": "sitting",

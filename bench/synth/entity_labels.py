@@ -1,30 +1,27 @@
 """Per-entity labels of one rendered image: every seen person and visible object, as that view shows it.
 
-An entity record is what perfect perception of *one image* could report, never more: a person's
-shirt only when the torso is visible, an arm's state only when the arm is, the posture and
-whether the feet are off the floor only when a shin or a foot is, and contact as the image's 2-D
-relation between a body part and an object (``overlap`` is ambiguous in 2-D: it is not contact).
-No record links views: ``id`` (the renderer's person or object id) is a training label for the
-association head and the pointer, never an input. The entity ceiling feeds these records to the
-reasoning model in place of predicted ones; the perception heads learn them (train split only).
-
-Record (JSON, one per entity, left to right by box centre):
-    {"id": int, "kind": "person" | "object", "box": [x0, y0, x1, y1],
-     person: "frac", "shirt", "trousers", "hat", "posture", "arm_l", "arm_r", "airborne"
-             (class ids of ``bench.synth.captions``; -1 where the view does not show it),
-             "contact": [[effector index, object kind, object colour, 1 overlap | 0 separated], ...]
-     object: "object_kind", "object_colour"}
+``image_entities`` computes the entity records of one image (``bench.entities``: the record's
+schema and format, its fields' classes); the generator writes them to ``<bench>/labels/<split>.jsonl.gz``
+(``bench.synth.generate``, which also rebuilds a scene's records from its config: ``scene_entities``).
+A record is what perfect perception of *one image* could report, never more: a person's shirt only
+when the torso is visible, an arm's state only when the arm is, the posture and whether the feet are
+off the floor only when a shin or a foot is, and contact as the image's 2-D relation between a body
+part and an object (``overlap`` is ambiguous in 2-D: it is not contact). No record links views:
+``id`` (the renderer's person or object id) is a training label for the association head and the
+pointer, never an input. The entity ceiling feeds these records to the reasoning model in place of
+predicted ones; the perception heads learn them (train split only).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from bench.synth.captions import (ARM_CLASSES, COLOUR_NAMES, FRAC_BINS, HAT_NAMES, IGNORE, OBJECT_KINDS, POSTURES,
-                                  posture_of)
-from bench.synth.observe import EFFECTORS, OVERLAP, SEPARATED
+from bench.entities import (ARM_CLASSES, COLOUR_NAMES, CONTACT_KEYS, FRAC_BINS, HAT_NAMES, IGNORE, OBJECT_KINDS,
+                            POSTURES)
+from bench.entities import FIELDS  # noqa: F401  (for importers not yet moved to bench.entities)
+from bench.synth.captions import posture_of
+from bench.synth.observe import OVERLAP, SEPARATED
 
 FEET = {"foot_l", "foot_r", "lower_leg_l", "lower_leg_r"}  # a visible shin or foot shows posture and airborne
-CONTACT_KEYS = EFFECTORS + ["any"]
 _ARM_OF = {"down": "down", "side": "side", "hip": "hip", "raised": "raised", "reaching": "reaching", "wave": "waving"}
 
 
@@ -78,22 +75,3 @@ def image_entities(scene, obs: dict, t: float = 0.0) -> list[dict]:
                     "object_kind": OBJECT_KINDS.index(obj.kind), "object_colour": COLOUR_NAMES.index(obj.colour)})
     out.sort(key=lambda e: (e["box"][0] + e["box"][2], e["id"]))
     return out
-
-
-def scene_entities(cfg, sid: str) -> dict[str, list[dict]]:
-    """Image stem ("cam2", "cam0_f03") -> entity records, for a scene rebuilt from its generator config."""
-    from bench.synth.generate import build_scene, build_temporal_scene
-    if sid[:1] not in ("s", "t") or not sid[1:].isdigit():
-        raise ValueError(f"scene id {sid!r} is not a synthetic scene id (s000123 / t000012)")
-    if sid[0] == "s":
-        scene, _, obs, _ = build_scene(cfg, int(sid[1:]))
-        return {v: image_entities(scene, o, 0.0) for v, o in obs.items()}
-    scene, _, obs, _ = build_temporal_scene(cfg, int(sid[1:]))
-    return {f"{v}_f{f:02d}": image_entities(scene, o, t) for v, os_ in obs.items()
-            for f, (o, t) in enumerate(zip(os_, scene.times))}
-
-
-FIELDS = {"shirt": len(COLOUR_NAMES), "trousers": len(COLOUR_NAMES), "hat": len(HAT_NAMES),
-          "posture": len(POSTURES), "arm_l": len(ARM_CLASSES), "arm_r": len(ARM_CLASSES), "airborne": 2,
-          "frac": len(FRAC_BINS) + 1, "object_kind": len(OBJECT_KINDS), "object_colour": len(COLOUR_NAMES)}
-"""Class count of each categorical field of a record (the perception heads' outputs)."""

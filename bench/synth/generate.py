@@ -6,7 +6,8 @@ scene that fails raises ``SceneError``: one line naming the scene, its seed and 
 Spatial scenes (``s*``) have one frame per camera; temporal scenes (``t*``, ``cfg.temporal``)
 have T synchronized frames per camera, written as ``images/<scene>/<view>_fNN.png``. Everything is written to a temporary folder next to
 ``out`` and renamed at the end: a crash never leaves a half-written benchmark.
-Layout: ``out/{train,val,test}/benchmark.json`` + ``images/``, and ``out/summary.json``.
+Layout: ``out/{train,val,test}/benchmark.json`` + ``images/``, ``out/summary.json``, and the entity
+records ``out/labels/<split>.jsonl.gz`` (``bench.entities``; bench/FORMAT.md, "Entity records").
 """
 from __future__ import annotations
 
@@ -102,6 +103,29 @@ def build_temporal_scene(cfg, idx: int, step=_no_step):
     return scene, renders, obs, rng
 
 
+def _spatial_entities(scene, obs: dict) -> dict[str, list[dict]]:
+    """Image stem ("cam2") -> entity records (``bench.entities``) of a spatial scene's views."""
+    return {v: image_entities(scene, o, 0.0) for v, o in obs.items()}
+
+
+def _temporal_entities(scene, obs: dict) -> dict[str, list[dict]]:
+    """Image stem ("cam0_f03") -> entity records of a temporal scene's views and frames."""
+    return {f"{v}_f{f:02d}": image_entities(scene, o, t) for v, os_ in obs.items()
+            for f, (o, t) in enumerate(zip(os_, scene.times))}
+
+
+def scene_entities(cfg, sid: str) -> dict[str, list[dict]]:
+    """Image stem ("cam2", "cam0_f03") -> entity records, for a scene rebuilt from its generator config
+    (what ``<bench>/labels/<split>.jsonl.gz`` holds for that scene)."""
+    if sid[:1] not in ("s", "t") or not sid[1:].isdigit():
+        raise ValueError(f"scene id {sid!r} is not a synthetic scene id (s000123 / t000012)")
+    if sid[0] == "s":
+        scene, _, obs, _ = build_scene(cfg, int(sid[1:]))
+        return _spatial_entities(scene, obs)
+    scene, _, obs, _ = build_temporal_scene(cfg, int(sid[1:]))
+    return _temporal_entities(scene, obs)
+
+
 def _view_stats(obs: dict) -> list[int]:
     """People seen, people visible, visible people that are partly occluded."""
     return [sum(r["seen"] for r in obs["persons"].values()), sum(r["visible"] for r in obs["persons"].values()),
@@ -123,8 +147,7 @@ def _temporal_job(cfg, idx: int, split: str, root: str, step=_no_step) -> dict:
     for rec in records:
         for r in [rec] + rec.get("alternatives", []):  # selection may keep an alternative option set
             r["meta"]["view_stats"] = view_stats
-    entities = {f"{v}_f{f:02d}": image_entities(scene, o, t) for v, os_ in obs.items()
-                for f, (o, t) in enumerate(zip(os_, scene.times))}
+    entities = _temporal_entities(scene, obs)
     return {"idx": idx, "sid": scene.sid, "split": split, "records": records, "times": scene.times, "entities": entities,
             "cameras": [{"view_id": c.view_id, **c.to_json()} for c in scene.cameras],
             "persons_per_image": [st[0] for st in view_stats.values()],
@@ -161,7 +184,7 @@ def _scene_steps(cfg, idx: int, split: str, root: str, axis: str, step) -> dict:
     view_stats = {v: _view_stats(o) for v, o in obs.items()}
     for rec in records:
         rec["meta"]["view_stats"] = view_stats
-    entities = {v: image_entities(scene, o, 0.0) for v, o in obs.items()}
+    entities = _spatial_entities(scene, obs)
     return {"idx": idx, "sid": scene.sid, "split": split, "records": records, "times": [0.0], "entities": entities,
             "cameras": [{"view_id": c.view_id, **c.to_json()} for c in scene.cameras],
             "persons_per_image": [st[0] for st in view_stats.values()],
@@ -330,7 +353,7 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
 
 def _write_labels(folder: Path, split: str, results: list[dict], scenes: set[str]) -> None:
     """Per-entity labels of every image of the split's scenes that questions use
-    (``bench.synth.entity_labels``), one scene a line: outside the split folders, so a split
+    (``bench.entities``; bench/FORMAT.md, "Entity records"), one scene a line: outside the split folders, so a split
     handed to a model or an evaluator carries no label; training reads only train's."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps({"scene": r["sid"], "images": r["entities"]}, separators=(",", ":"))

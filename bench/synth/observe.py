@@ -14,10 +14,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.entities import EFFECTORS
 from bench.synth.body import PART_ID
 from bench.synth.renderer import RenderOutput
 
-EFFECTORS = ["hand_l", "hand_r", "foot_l", "foot_r", "head"]
 SEPARATED, OVERLAP, HIDDEN = "separated", "overlap", "hidden"
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 
 from bench.constants import NOTA
-from bench.synth.captions import MARK_FACT_KEYS, person_facts
+from bench.entities import MARK_FACT_KEYS
+from bench.synth.captions import person_facts
 from bench.synth.tasks import TaskDef
 from bench.synth.tasks_common import Candidate, TaskContext
 from bench.synth.verify import (check_question, determined, informative_views, minimal_resolving_set,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
+from bench.entities import EFFECTORS
 from bench.synth.body import ARM_STATES
-from bench.synth.observe import EFFECTORS
 from bench.synth.options import categorical_options, numeric_options
 from bench.synth.tasks_common import (MAX_COUNT, Candidate, TaskContext, compatible, contact_values, count_domain,
                                       direction_to_camera, identifiable, identifying_views, seen_persons)
