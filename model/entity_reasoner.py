@@ -2,7 +2,8 @@
 
     entity token  = attribute classes (embedded through the words that name them) + 2-D contact
                     + box + its own floor point and height (camera) + mark label and role + time
-    entity attention within a time step, biased by floor distance, across views
+    entity attention within a time step, biased by floor distance, across views: the tokens of
+                    each (sample, time step) regrouped, so attention never spans all pairs of a clip
     association   = pairwise same-entity logits (across views and frames), its own head
     pointer       = which entities the question is about (question tokens attend to entities)
     set features  = soft distinct count of the pointed persons, the pointed state per frame,
@@ -54,7 +55,11 @@ def _mlp(d_in: int, d: int, d_out: int) -> nn.Sequential:
 
 
 class BiasedBlock(nn.Module):
-    """Pre-norm transformer block whose attention takes an additive (B, H, N, N) bias."""
+    """Pre-norm transformer block over groups of tokens (the entities of one time step).
+
+    The tokens come flat, (N, d); ``index`` (N,) places each in a (G * S) grid of G groups of S
+    slots. The per-token parts (norms, projections, MLP) run on the N tokens only; attention runs
+    per group with an additive (G, H, S, S) bias that is -inf to the empty slots."""
 
     def __init__(self, d: int, heads: int, dropout: float):
         super().__init__()
@@ -64,12 +69,28 @@ class BiasedBlock(nn.Module):
         self.mlp = _mlp(d, 4 * d, d)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        b, n, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        att = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-        x = x + self.drop(self.out(att.transpose(1, 2).reshape(b, n, d)))
+    def forward(self, x: torch.Tensor, index: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        n, d = x.shape
+        g, _, s, _ = bias.shape
+        qkv = self.qkv(self.norm1(x))
+        grid = qkv.new_zeros(g * s, 3 * d).index_copy(0, index, qkv)
+        q, k, v = grid.view(g, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        att = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # (G, H, S, d / H)
+        att = att.transpose(1, 2).reshape(g * s, d).index_select(0, index)
+        x = x + self.drop(self.out(att))
         return x + self.drop(self.mlp(self.norm2(x)))
+
+
+def _group(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Groups of equal keys. key (N,) long -> each element's group (N,) (groups in ascending key
+    order), its slot within the group (N,) (in input order, by a cumulative count), the groups'
+    keys (G,) and sizes (G,)."""
+    keys, gid, counts = torch.unique(key, return_inverse=True, return_counts=True)
+    order = torch.argsort(gid, stable=True)
+    start = counts.cumsum(0) - counts
+    slot = torch.empty_like(gid)
+    slot[order] = torch.arange(gid.numel(), device=key.device) - start[gid[order]]
+    return gid, slot, keys, counts
 
 
 def _encoder(d: int, heads: int, layers: int, dropout: float) -> nn.TransformerEncoder:
@@ -207,20 +228,45 @@ class EntityReasoner(nn.Module):
         x = x + self.time(batch["frame"].clamp(0, MAX_FRAMES - 1))
         return self.entity_norm(x), geo, known
 
-    def attention_bias(self, batch: dict, geo: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
-        """(B, H, E, E) additive bias: -inf across time steps and to padding; -scale * floor
-        distance between entities with known geometry; a learned same-image term."""
-        mask = batch["entity_mask"]
-        same_t = batch["frame"].unsqueeze(-1) == batch["frame"].unsqueeze(-2)
-        allowed = same_t & mask.unsqueeze(-2)
+    def entity_attention(self, x: torch.Tensor, view: torch.Tensor, frame: torch.Tensor, mask: torch.Tensor,
+                         geo: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
+        """The entity blocks: each token attends to the tokens of its own time step (of its own
+        image without entity attention), biased by ``group_bias``. x (B, E, d); view, frame, mask
+        (B, E); geo (B, E, 3); known (B, E). The real tokens are regrouped by (sample, time step)
+        into (groups, slots), so attention never spans two time steps nor padding; padding
+        tokens come back unchanged."""
+        if len(self.entity_blocks) == 0 or not bool(mask.any()):
+            return x
+        n_f = int(frame.max()) + 1
+        key, per_b = frame, n_f
         if not self.cfg.entity_attention:
-            allowed = allowed & (batch["view"].unsqueeze(-1) == batch["view"].unsqueeze(-2))
-        allowed = allowed | torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)
-        dist = torch.cdist(geo[..., :2], geo[..., :2])
-        both = known.unsqueeze(-1) & known.unsqueeze(-2)
-        bias = -F.softplus(self.floor_scale).view(1, -1, 1, 1) * (dist * both).unsqueeze(1)
-        same_img = (batch["view"].unsqueeze(-1) == batch["view"].unsqueeze(-2)) & same_t
+            key, per_b = view * n_f + frame, (int(view.max()) + 1) * n_f
+        rows = torch.arange(mask.shape[0], device=x.device).unsqueeze(1)
+        gid, slot, _, counts = _group((rows * per_b + key)[mask])
+        index = gid * int(counts.max()) + slot  # each real token's place in the (G * S) grid
+        bias = self.group_bias(index, counts, view[mask], geo[mask], known[mask])
+        h = x[mask]
+        for blk in self.entity_blocks:
+            h = blk(h, index, bias)
+        return x.masked_scatter(mask.unsqueeze(-1).expand_as(x), h)
+
+    def group_bias(self, index: torch.Tensor, counts: torch.Tensor, view: torch.Tensor, geo: torch.Tensor,
+                   known: torch.Tensor) -> torch.Tensor:
+        """(G, H, S, S) additive bias of G groups of S slots (``index`` (N,) places N tokens, ``counts``
+        (G,) tokens per group): -scale * floor distance between tokens with known geometry; a learned
+        same-image term (same view, within one time step); -inf to empty slots (each slot sees itself,
+        so no row is empty). Padding folds into the float bias the floor term needs anyway."""
+        g, s = counts.numel(), int(counts.max())
+        xy = geo.new_zeros(g * s, 2).index_copy(0, index, geo[:, :2]).view(g, s, 2)
+        kn = known.new_zeros(g * s).index_copy(0, index, known).view(g, s)
+        vw = view.new_full((g * s,), -1).index_copy(0, index, view).view(g, s)
+        # exact differences: the matmul form cdist takes past 25 points loses ~1e-4 m to cancellation
+        dist = torch.cdist(xy, xy, compute_mode="donot_use_mm_for_euclid_dist") * (kn.unsqueeze(-1) & kn.unsqueeze(-2))
+        bias = -F.softplus(self.floor_scale).view(1, -1, 1, 1) * dist.unsqueeze(1)
+        same_img = vw.unsqueeze(-1) == vw.unsqueeze(-2)
         bias = bias + self.same_image.view(1, -1, 1, 1) * same_img.unsqueeze(1)
+        real = torch.arange(s, device=counts.device) < counts.unsqueeze(-1)
+        allowed = real.unsqueeze(-2) | torch.eye(s, dtype=torch.bool, device=real.device)
         return bias.masked_fill(~allowed.unsqueeze(1), float("-inf"))
 
     def word_match(self, batch: dict) -> torch.Tensor:
@@ -230,13 +276,15 @@ class EntityReasoner(nn.Module):
         words = F.normalize(self.word(batch["question"]), dim=-1)  # (B, L, d)
         words = words * batch["question_mask"].unsqueeze(-1)
         fields, out = batch["fields"], []
-        for i in range(len(self.fields)):
-            cls = F.normalize(self._shown(i, fields), dim=-1)  # (B, E, d)
-            out.append(torch.einsum("bed,bld->bel", cls, words).amax(-1) * (fields[..., i] > 0))
-        for key in ("mark", "image_mark"):
-            lab = F.normalize(self.word(batch[key]), dim=-1)
-            out.append(torch.einsum("bed,bld->bel", lab, words).amax(-1) * (batch[key] > 0))
-        return torch.stack(out, -1)
+        for i in range(len(self.fields)):  # each class against the question once, then each entity its class's
+            table = F.normalize(torch.cat([torch.zeros_like(self.field_type[:1]), self._class_table(i)]), dim=-1)
+            best = torch.einsum("cd,bld->bcl", table, words).amax(-1)  # (B, classes + 1)
+            out.append(best.gather(1, fields[..., i]) * (fields[..., i] > 0))
+        labels = torch.stack([batch["mark"], batch["image_mark"]], -1)  # (B, E, 2) word ids
+        ids, which = torch.unique(labels, return_inverse=True)  # the few distinct labels of the batch
+        best = torch.einsum("ud,bld->bul", F.normalize(self.word(ids), dim=-1), words).amax(-1)  # (B, U)
+        got = best.gather(1, which.flatten(1)).view(labels.shape) * (labels > 0)
+        return torch.cat([torch.stack(out, -1), got], -1)
 
     # -- forward -----------------------------------------------------------------------------
     def forward(self, batch: dict) -> dict[str, torch.Tensor]:
@@ -247,13 +295,11 @@ class EntityReasoner(nn.Module):
             pointer_logits (B, E): which entities the question is about; -1e4 at padding;
             assoc_logits (B, E, E): same person / object across views and frames;
             distinct_count (B,): soft count of distinct pointed persons;
-            entity_tokens (B, E, W) after entity attention.
+            entity_tokens (B, E, W) after entity attention (padding: the embedding).
         """
         mask = batch["entity_mask"]
         x, geo, known = self.embed_entities(batch)
-        bias = self.attention_bias(batch, geo, known)
-        for blk in self.entity_blocks:
-            x = blk(x, bias)
+        x = self.entity_attention(x, batch["view"], batch["frame"], mask, geo, known)
 
         q_ids, q_mask = batch["question"], batch["question_mask"]
         pos = torch.arange(q_ids.shape[1], device=q_ids.device).clamp_max(63)

@@ -406,3 +406,78 @@ def test_the_entity_adapter_reads_entities_from_pixels_through_stored_heads(fitt
              plots=False)
     lines = [json.loads(x) for x in (tmp_path / "blind" / "predictions.jsonl").read_text().splitlines()]
     assert lines and all(x["failed"] and not x["correct"] for x in lines)
+
+# -- entity attention per time step against the old dense formulation -------------------------------------------
+
+def _mixed_items(split, n_each=3):
+    """Spatial samples (one frame) and temporal ones (several), all their views: padding and mixed frame counts."""
+    samples, labels, vocab = split
+    chosen = [s for s in samples if s.axis == "spatial"][:n_each] + [s for s in samples if s.axis == "temporal"][:n_each]
+    return [{**build_entity_item(s, list(s.gt_views), labels[s.scene], vocab), **build_text_item(s, vocab)}
+            for s in chosen]
+
+
+def _mixed_batch(split, n_each=3):
+    items = _mixed_items(split, n_each)
+    vocab = split[2]
+    batch = collate_entities(items)
+    frames = [int(it["frame"].max()) + 1 for it in items]
+    assert min(frames) == 1 and max(frames) > 1 and not batch["entity_mask"].all()
+    return batch, vocab
+
+
+def _assert_same_outputs(got: dict, want: dict, mask: torch.Tensor, atol: float = 5e-4):
+    """Equal up to float error: the old bias took floor distances from cdist's matmul form over a whole
+    clip (> 25 points), which is off by ~1e-4 where points are close; the groups' distances are exact."""
+    pair = mask.unsqueeze(-1) & mask.unsqueeze(-2)
+    torch.testing.assert_close(got["option_logits"], want["option_logits"], atol=atol, rtol=1e-4)
+    torch.testing.assert_close(got["pointer_logits"], want["pointer_logits"], atol=atol, rtol=1e-4)
+    # assoc_scale (10) times a cosine of normalised tokens: float error ~1e-5 becomes ~1e-4
+    torch.testing.assert_close(got["assoc_logits"][pair], want["assoc_logits"][pair], atol=10 * atol, rtol=1e-4)
+    torch.testing.assert_close(got["distinct_count"], want["distinct_count"], atol=atol, rtol=1e-4)
+    torch.testing.assert_close(got["entity_tokens"][mask], want["entity_tokens"][mask], atol=atol, rtol=1e-4)
+
+
+@pytest.mark.parametrize("entity_attention", [True, False])
+def test_entity_attention_per_time_step_equals_the_dense_formulation(split, entity_attention):
+    """The blocks on (sample, time step) groups give what one (B, H, E, E) bias with -inf across time
+    steps gave (scripts.bench_reasoner keeps that formulation): outputs in eval mode, and the
+    gradients of the fit's loss without dropout. Without entity attention a group is one image."""
+    from scripts.bench_reasoner import bench_vocab, random_batch, with_dense_attention
+    for batch, vocab in (_mixed_batch(split), (random_batch(bench_vocab(), 6, seed=1), bench_vocab())):
+        cfg = EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2, dropout=0.0,
+                                   entity_attention=entity_attention)
+        torch.manual_seed(0)
+        new = EntityReasoner(cfg, vocab.class_words())
+        old = with_dense_attention(EntityReasoner(cfg, vocab.class_words()))
+        old.load_state_dict(new.state_dict())
+        with torch.no_grad():
+            _assert_same_outputs(new.eval()(batch), old.eval()(batch), batch["entity_mask"])
+        for m in (new, old):
+            losses(m.train()(batch), batch, EntityFitConfig())["loss"].backward()
+        for (name, a), b in zip(new.named_parameters(), old.parameters()):
+            if a.grad is not None or b.grad is not None:
+                torch.testing.assert_close(a.grad, b.grad, atol=1e-4, rtol=1e-3, msg=name)
+
+
+def test_entity_attention_never_crosses_time_steps_nor_images_without_it(split):
+    batch, vocab = _mixed_batch(split)
+    t = batch["frame"] == 1  # move a later frame's tokens: earlier frames do not see it
+    for entity_attention in (True, False):
+        model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2,
+                                                    entity_attention=entity_attention), vocab.class_words()).eval()
+        x, geo, known = model.embed_entities(batch)
+        with torch.no_grad():
+            ref = model.entity_attention(x, batch["view"], batch["frame"], batch["entity_mask"], geo, known)
+            moved = model.entity_attention(torch.where(t.unsqueeze(-1), x + 1.0, x), batch["view"], batch["frame"],
+                                           batch["entity_mask"], geo, known)
+        keep = batch["entity_mask"] & ~t
+        torch.testing.assert_close(moved[keep], ref[keep])
+        assert not torch.allclose(moved[t & batch["entity_mask"]], ref[t & batch["entity_mask"]])
+    # without entity attention, one view's tokens do not see another view's at the same frame
+    v = batch["view"] == 0
+    with torch.no_grad():
+        moved = model.entity_attention(torch.where(v.unsqueeze(-1), x + 1.0, x), batch["view"], batch["frame"],
+                                       batch["entity_mask"], geo, known)
+    keep = batch["entity_mask"] & ~v
+    torch.testing.assert_close(moved[keep], ref[keep])
