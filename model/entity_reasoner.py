@@ -48,6 +48,7 @@ class EntityReasonerConfig:
     camera: bool = True           # floor point and height from the camera; False: the "no camera" ablation
     entity_attention: bool = True  # False: no entity attention (tokens stay per image)
     association: bool = True      # False: no association features (set features see no identity)
+    to_word: int = 0              # word id of "to" (an option "from X to Y" scores its ends apart); 0: none
 
 
 def _mlp(d_in: int, d: int, d_out: int) -> nn.Sequential:
@@ -136,6 +137,7 @@ class EntityReasoner(nn.Module):
         # objects, the effector touching the pointed object, the first hand action, the objects nearest
         # to the pointed person's first and last floor points, the first and the last posture
         self.n_readouts = len(self.fields) + 1 + 1 + len(EVENTS) + self.n_effectors + 1 + 1 + 1 + 2
+        self.trajectory_index = self.n_readouts - 3
         self.readout_gate = nn.Linear(d, self.n_readouts)
         self.tied_scale = nn.Parameter(torch.tensor(5.0))
         self.near_log_sigma = nn.Parameter(torch.tensor(-2.0))  # trajectory: softmin width over object distance
@@ -350,20 +352,44 @@ class EntityReasoner(nn.Module):
         o = o[:, 0].view(b, n_o, -1)  # each option's CLS
         z, _ = self.option_attn(o, h, h, key_padding_mask=~seq_mask)
         learned = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)
-        readouts = self.readouts(batch, p, p_set, distinct, geo, known)  # (B, R, d)
-        gate = torch.softmax(self.readout_gate(q[:, 0]), -1)  # which read-out the question asks for
-        answer = (gate.unsqueeze(-1) * F.normalize(readouts, dim=-1)).sum(1)
-        words = o_ids.clone()
-        words[..., 0] = 0  # the option's words, without its CLS
-        option_words = F.normalize(self._phrase(words), dim=-1)
-        tied = self.tied_scale * (option_words * answer.unsqueeze(1)).sum(-1)
+        tied = self.tied(batch, q, p, p_set, distinct, geo, known)
         logits = (learned + tied).masked_fill(~batch["option_valid"], -1e4)
         return {"option_logits": logits, "pointer_logits": pointer_logits, "assoc_logits": assoc_logits,
                 "distinct_count": distinct, "entity_tokens": x}
 
+    def tied(self, batch: dict, q: torch.Tensor, p: torch.Tensor, p_set: torch.Tensor, distinct: torch.Tensor,
+             geo: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
+        """(B, O) the tied read-out term: tied_scale * sum over read-outs r of gate_r * cos(read-out r,
+        the option's mean word embedding). The question's CLS gates which read-out it asks for. With
+        ``to_word``, an option "X to Y" scores the trajectory read-out as cos(start, X) + cos(end, Y)."""
+        readouts, ends = self.readouts(batch, p, p_set, distinct, geo, known)  # (B, R, d), (B, 2, d)
+        gate = torch.softmax(self.readout_gate(q[:, 0]), -1)  # which read-out the question asks for
+        words = batch["option_ids"].clone()
+        words[..., 0] = 0  # the option's words, without its CLS
+        option_words = F.normalize(self._phrase(words), dim=-1)
+        cos = torch.einsum("bod,brd->bor", option_words, F.normalize(readouts, dim=-1))  # (B, O, R)
+        if self.cfg.to_word:
+            start, end, split = self.path_words(words)
+            ends = F.normalize(ends, dim=-1)
+            path = ((F.normalize(start, dim=-1) * ends[:, None, 0]).sum(-1)
+                    + (F.normalize(end, dim=-1) * ends[:, None, 1]).sum(-1))  # (B, O)
+            at = torch.arange(cos.shape[-1], device=cos.device) == self.trajectory_index
+            cos = torch.where(at & split.unsqueeze(-1), path.unsqueeze(-1), cos)
+        return self.tied_scale * (cos * gate.unsqueeze(1)).sum(-1)
+
+    def path_words(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """An option's words before and after its first ``to_word`` ("from the red box" / "the blue
+        ball"), each as a mean word embedding (..., d), and whether it has both parts (...,)."""
+        is_to = words == self.cfg.to_word
+        at = torch.where(is_to.any(-1), is_to.int().argmax(-1), words.shape[-1]).unsqueeze(-1)
+        i = torch.arange(words.shape[-1], device=words.device)
+        before, after = words.masked_fill(i >= at, 0), words.masked_fill(i <= at, 0)
+        return self._phrase(before), self._phrase(after), (before != 0).any(-1) & (after != 0).any(-1)
+
     def readouts(self, batch: dict, p: torch.Tensor, p_set: torch.Tensor, distinct: torch.Tensor,
-                 geo: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
-        """(B, R, d) what the pointed entities say, in word embeddings: per categorical field the
+                 geo: torch.Tensor, known: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, R, d) what the pointed entities say, in word embeddings, and (B, 2, d) the trajectory's
+        start and end apart (the read-out holds their sum): per categorical field the
         pointed entities' classes; their mark labels; the distinct count; the number of frames
         on which a person of the pointed set shows each of ``EVENTS``; per effector the objects a
         pointed person's effector overlaps; the effector that overlaps the pointed objects; the
@@ -409,7 +435,8 @@ class EntityReasoner(nn.Module):
         first = torch.stack([(present[key] * early).sum(-1) for key in HAND_ACTION_CLASSES], -1)  # (B, 4)
         first = first / first.sum(-1, keepdim=True).clamp_min(1e-6)
         out.append(first @ self._phrase(self.hand_action_words))
-        out.append(self._trajectory(batch, ws, geo, known, at_frame, early))
+        start, end = self._trajectory(batch, ws, geo, known, at_frame, early)
+        out.append(start + end)
         i = self.fields.index("posture")
         table = self._class_table(i)  # (C, d)
         shown = F.one_hot((fields[..., i] - 1).clamp_min(0), table.shape[0]).float() * (fields[..., i] > 0).unsqueeze(-1)
@@ -417,12 +444,12 @@ class EntityReasoner(nn.Module):
         for order in (early, early.flip(0)):  # the posture shown first, last
             w = (posture * order.view(1, -1, 1)).sum(1)
             out.append(w / w.sum(-1, keepdim=True).clamp_min(1e-6) @ table)
-        return torch.stack(out, 1)
+        return torch.stack(out, 1), torch.stack([start, end], 1)
 
     def _trajectory(self, batch: dict, wp: torch.Tensor, geo: torch.Tensor, known: torch.Tensor,
-                    at_frame: torch.Tensor, early: torch.Tensor) -> torch.Tensor:
-        """(B, d): the kind and colour words of the objects nearest to the pointed person's floor
-        point on the first frames it is seen, plus those nearest to it on the last frames."""
+                    at_frame: torch.Tensor, early: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, d) twice: the kind and colour words of the objects nearest to the pointed person's
+        floor point on the first frames it is seen (the start), and on the last frames (the end)."""
         mask, fields = batch["entity_mask"], batch["fields"]
         w = (wp * known).unsqueeze(-1) * at_frame  # (B, E, T)
         seen = w.sum(1)  # (B, T)
@@ -432,14 +459,14 @@ class EntityReasoner(nn.Module):
         kind_i, colour_i = self.fields.index("object_kind"), self.fields.index("object_colour")
         desc = self._shown(kind_i, fields) + self._shown(colour_i, fields)  # (B, E, d)
         sigma = self.near_log_sigma.exp()
-        total = 0.0
+        ends = []
         for order in (early, early.flip(0)):  # first frames, last frames
             wt = seen * order
             at = (wt.unsqueeze(-1) * where).sum(1) / wt.sum(-1, keepdim=True).clamp_min(1e-6)  # (B, 2)
             dist = (geo[..., :2] - at.unsqueeze(1)).norm(dim=-1)  # (B, E)
             near = torch.softmax((-dist / sigma).masked_fill(~obj, -1e4), -1) * obj.any(-1, keepdim=True)
-            total = total + (near.unsqueeze(-1) * desc).sum(1)
-        return total
+            ends.append((near.unsqueeze(-1) * desc).sum(1))
+        return ends[0], ends[1]
 
     def _number(self, value: torch.Tensor) -> torch.Tensor:
         """A soft number as the interpolated embeddings of the number words around it (word ids
