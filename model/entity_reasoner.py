@@ -49,6 +49,9 @@ class EntityReasonerConfig:
     entity_attention: bool = True  # False: no entity attention (tokens stay per image)
     association: bool = True      # False: no association features (set features see no identity)
     to_word: int = 0              # word id of "to" (an option "from X to Y" scores its ends apart); 0: none
+    readouts: bool = True         # False: no tied read-outs, the answer is the learned option scorer alone
+    bag_of_frames: bool = False   # True: one token per image (its entities mean-pooled), no geometry, no association
+    blind: bool = False           # True: every entity input zeroed, one token per image: question and options only
 
 
 def _mlp(d_in: int, d: int, d_out: int) -> nn.Sequential:
@@ -92,6 +95,45 @@ def _group(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
     slot = torch.empty_like(gid)
     slot[order] = torch.arange(gid.numel(), device=key.device) - start[gid[order]]
     return gid, slot, keys, counts
+
+
+def _images(batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The images (view, frame) of each sample as slots of a (B, I) layout: each entity's image
+    slot (B, E) (0 at padding), and per slot its view, frame (B, I) and whether it is an image."""
+    mask = batch["entity_mask"]
+    b = mask.shape[0]
+    n_f = int(batch["frame"].max()) + 1
+    per_b = (int(batch["view"].max()) + 1) * n_f
+    rows = torch.arange(b, device=mask.device).unsqueeze(1)
+    gid, _, keys, _ = _group((rows * per_b + batch["view"] * n_f + batch["frame"])[mask])
+    img_b, img_key = keys // per_b, keys % per_b
+    _, img_slot, _, _ = _group(img_b)
+    n_i = int(img_slot.max()) + 1
+    flat = img_b * n_i + img_slot  # each image's place in (B * I)
+    long = torch.zeros(b * n_i, dtype=torch.long, device=mask.device)
+    view, frame = long.index_copy(0, flat, img_key // n_f), long.index_copy(0, flat, img_key % n_f)
+    real = torch.zeros(b * n_i, dtype=torch.bool, device=mask.device).index_fill(0, flat, True)
+    col = torch.zeros_like(batch["frame"]).masked_scatter(mask, img_slot[gid])
+    return col, view.view(b, n_i), frame.view(b, n_i), real.view(b, n_i)
+
+
+def _pool(t: torch.Tensor, col: torch.Tensor, mask: torch.Tensor, n_i: int, reduce: str) -> torch.Tensor:
+    """Per-entity values (B, E, ...) reduced ("mean", "amax") over the entities of each image slot
+    ``col`` (B, E) of (B, I): (B, I, ...); 0 at slots without an image."""
+    flat = (torch.arange(mask.shape[0], device=t.device).unsqueeze(1) * n_i + col)[mask]
+    src = t[mask]
+    idx = flat.view(-1, *([1] * (src.dim() - 1))).expand_as(src)
+    out = src.new_zeros(mask.shape[0] * n_i, *src.shape[1:])
+    return out.scatter_reduce(0, idx, src, reduce, include_self=False).view(mask.shape[0], n_i, *src.shape[1:])
+
+
+def _to_entities(t: torch.Tensor, col: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """Per-image values broadcast to the entities along ``dim``: t (B, ..., I, ...) -> (B, ..., E, ...),
+    each entity taking its image slot ``col`` (B, E)'s value."""
+    shape = [1] * t.dim()
+    shape[0], shape[dim] = col.shape
+    idx = col.view(shape).expand(*t.shape[:dim], col.shape[1], *t.shape[dim + 1:])
+    return t.gather(dim, idx)
 
 
 def _encoder(d: int, heads: int, layers: int, dropout: float) -> nn.TransformerEncoder:
@@ -223,7 +265,7 @@ class EntityReasoner(nn.Module):
         size = torch.stack([box[..., 2] - box[..., 0], box[..., 3] - box[..., 1]], -1)
         x = x + self.box(torch.cat([box, size], -1) * 2 - 1)
         geo, known = self.floor_geometry(batch)
-        if not self.cfg.camera:
+        if not self.cfg.camera or self.cfg.bag_of_frames:
             known = torch.zeros_like(known)
         geo_emb = self.geometry(torch.cat([geo, known.unsqueeze(-1).float()], -1))
         x = x + torch.where(known.unsqueeze(-1), geo_emb, self.no_camera.expand_as(geo_emb))
@@ -298,34 +340,55 @@ class EntityReasoner(nn.Module):
             assoc_logits (B, E, E): same person / object across views and frames;
             distinct_count (B,): soft count of distinct pointed persons;
             entity_tokens (B, E, W) after entity attention (padding: the embedding).
+        With ``bag_of_frames`` or ``blind`` the tokens are images: each entity gets its image's
+        pointer logit, token and association logits (and with ``bag_of_frames`` the read-outs read
+        every entity of the pointed images).
         """
+        return self._blind(batch) if self.cfg.blind else self._forward(batch)
+
+    def _forward(self, batch: dict) -> dict[str, torch.Tensor]:
         mask = batch["entity_mask"]
         x, geo, known = self.embed_entities(batch)
-        x = self.entity_attention(x, batch["view"], batch["frame"], mask, geo, known)
+        bag = self.cfg.bag_of_frames
+        if bag:  # one token per image: its entity tokens, mean-pooled; no geometry
+            col, t_view, t_frame, t_mask = _images(batch)
+            n_i = t_mask.shape[1]
+            tok = self.entity_attention(_pool(x, col, mask, n_i, "mean"), t_view, t_frame, t_mask,
+                                        geo.new_zeros(*t_mask.shape, 3), torch.zeros_like(t_mask))
+            x = _to_entities(tok, col)
+        else:
+            t_mask = mask
+            tok = x = self.entity_attention(x, batch["view"], batch["frame"], mask, geo, known)
 
         q_ids, q_mask = batch["question"], batch["question_mask"]
         pos = torch.arange(q_ids.shape[1], device=q_ids.device).clamp_max(63)
         q = self.question(self.word(q_ids) + self.question_pos(pos), src_key_padding_mask=~q_mask)
 
-        # pointer: each entity reads the question, and how well its classes and marks match its words
-        read, _ = self.pointer_attn(x, q, q, key_padding_mask=~q_mask)
+        # pointer: each token reads the question, and how well its classes and marks match its words
+        read, _ = self.pointer_attn(tok, q, q, key_padding_mask=~q_mask)
         match = self.word_match(batch)
-        pointer_logits = self.pointer_head(torch.cat([x, read, match], -1)).squeeze(-1).masked_fill(~mask, -1e4)
+        if bag:
+            match = _pool(match, col, mask, n_i, "amax")
+        t_pointer = self.pointer_head(torch.cat([tok, read, match], -1)).squeeze(-1).masked_fill(~t_mask, -1e4)
+        pointer_logits = _to_entities(t_pointer, col).masked_fill(~mask, -1e4) if bag else t_pointer
         p = torch.sigmoid(pointer_logits) * mask
         if "pointer_override" in batch:  # the oracle pointer: answer accuracy given the right entities
             p = batch["pointer_override"] * mask
 
         # association: its own projection, so the tokens themselves stay view-specific
-        e = F.normalize(self.assoc_proj(x), dim=-1)
+        e = F.normalize(self.assoc_proj(tok), dim=-1)
         assoc_logits = self.assoc_scale * e @ e.transpose(1, 2) + self.assoc_bias
+        if bag:
+            assoc_logits = _to_entities(_to_entities(assoc_logits, col, 1), col, 2)
         pair = mask.unsqueeze(-1) & mask.unsqueeze(-2)
-        a = torch.sigmoid(assoc_logits) * pair
-        eye = torch.eye(a.shape[1], dtype=torch.bool, device=a.device)
-        a = torch.where(eye, pair.float(), a)
-        same_image = ((batch["view"].unsqueeze(-1) == batch["view"].unsqueeze(-2))
-                      & (batch["frame"].unsqueeze(-1) == batch["frame"].unsqueeze(-2)) & ~eye)
-        a = a.masked_fill(same_image, 0.0)  # two sightings in one image are two entities
-        if not self.cfg.association:
+        eye = torch.eye(pair.shape[1], dtype=torch.bool, device=pair.device)
+        if self.cfg.association and not bag:
+            a = torch.sigmoid(assoc_logits) * pair
+            a = torch.where(eye, pair.float(), a)
+            same_image = ((batch["view"].unsqueeze(-1) == batch["view"].unsqueeze(-2))
+                          & (batch["frame"].unsqueeze(-1) == batch["frame"].unsqueeze(-2)) & ~eye)
+            a = a.masked_fill(same_image, 0.0)  # two sightings in one image are two entities
+        else:  # no association (bag of frames: none across images either)
             a = eye.float() * pair
         p_set, distinct = pointed_set(p, a, mask, batch["kind"] == 0)
         with_pointed = (a * p.unsqueeze(1)).masked_fill(eye, 0).amax(-1)
@@ -337,9 +400,13 @@ class EntityReasoner(nn.Module):
         state = state + self.time.weight[:n_f] + self.state_type
         count_tok = self._number(distinct) + self.count_type
 
-        ent = x + self.set_feat(torch.stack([p, with_pointed], -1))
+        if bag:  # an image token: the most pointed of its entities; no association
+            t_p = _pool(p, col, mask, n_i, "amax")
+            ent = tok + self.set_feat(torch.stack([t_p, torch.zeros_like(t_p)], -1))
+        else:
+            ent = x + self.set_feat(torch.stack([p, with_pointed], -1))
         seq = torch.cat([q, count_tok.unsqueeze(1), state, ent], 1)
-        seq_mask = torch.cat([q_mask, torch.ones_like(q_mask[:, :1]), onehot.sum(1) > 0, mask], 1)
+        seq_mask = torch.cat([q_mask, torch.ones_like(q_mask[:, :1]), onehot.sum(1) > 0, t_mask], 1)
         h = self.reason(seq, src_key_padding_mask=~seq_mask)
 
         o_ids, o_mask = batch["option_ids"], batch["option_mask"]
@@ -351,9 +418,10 @@ class EntityReasoner(nn.Module):
                         src_key_padding_mask=~keep)
         o = o[:, 0].view(b, n_o, -1)  # each option's CLS
         z, _ = self.option_attn(o, h, h, key_padding_mask=~seq_mask)
-        learned = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)
-        tied = self.tied(batch, q, p, p_set, distinct, geo, known)
-        logits = (learned + tied).masked_fill(~batch["option_valid"], -1e4)
+        logits = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)  # the learned option scorer
+        if self.cfg.readouts:
+            logits = logits + self.tied(batch, q, p, p_set, distinct, geo, known)
+        logits = logits.masked_fill(~batch["option_valid"], -1e4)
         return {"option_logits": logits, "pointer_logits": pointer_logits, "assoc_logits": assoc_logits,
                 "distinct_count": distinct, "entity_tokens": x}
 
@@ -385,6 +453,31 @@ class EntityReasoner(nn.Module):
         i = torch.arange(words.shape[-1], device=words.device)
         before, after = words.masked_fill(i >= at, 0), words.masked_fill(i <= at, 0)
         return self._phrase(before), self._phrase(after), (before != 0).any(-1) & (after != 0).any(-1)
+
+    def _blind(self, batch: dict) -> dict[str, torch.Tensor]:
+        """``blind``: the forward on a stand-in batch of one token per image with every entity input
+        zero (fields, contact, kind, box, geometry, marks), so neither what the images show nor how
+        many entities they hold reaches the model; only the views and frames stay (the tokens'
+        view and time). Each entity gets its image's outputs."""
+        mask = batch["entity_mask"]
+        col, view, frame, real = _images(batch)
+        b, n_i = view.shape
+        zero = torch.zeros_like(view)
+        stand_in = {key: batch[key] for key in ("question", "question_mask", "option_ids", "option_mask",
+                                                "option_valid", "camera_K", "camera_R", "camera_t")}
+        stand_in.update(
+            fields=batch["fields"].new_zeros(b, n_i, batch["fields"].shape[-1]),
+            contact=batch["contact"].new_zeros(b, n_i, batch["contact"].shape[-1]), kind=zero,
+            box=batch["box"].new_zeros(b, n_i, 4), image_hw=batch["image_hw"].new_full((b, n_i, 2), 224.0),
+            view=view, frame=frame, mark=zero, image_mark=zero, mark_role=zero, entity_mask=real,
+            has_camera=torch.zeros_like(batch["has_camera"]))
+        if "pointer_override" in batch:
+            stand_in["pointer_override"] = _pool(batch["pointer_override"], col, mask, n_i, "amax")
+        out = self._forward(stand_in)
+        assoc = _to_entities(_to_entities(out["assoc_logits"], col, 1), col, 2)
+        return {"option_logits": out["option_logits"], "distinct_count": out["distinct_count"],
+                "pointer_logits": _to_entities(out["pointer_logits"], col).masked_fill(~mask, -1e4),
+                "assoc_logits": assoc, "entity_tokens": _to_entities(out["entity_tokens"], col)}
 
     def readouts(self, batch: dict, p: torch.Tensor, p_set: torch.Tensor, distinct: torch.Tensor,
                  geo: torch.Tensor, known: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -570,3 +570,104 @@ def test_path_words_split_an_option_at_its_first_to():
     with torch.no_grad():
         torch.testing.assert_close(start[0], model._phrase(words[0, :4]))
         torch.testing.assert_close(end[0], model._phrase(words[0, 5:]))
+
+
+# -- ablation switches -------------------------------------------------------------------------------------------
+
+def _check_outputs(out: dict, batch: dict):
+    b, e = batch["entity_mask"].shape
+    valid = batch["option_valid"]
+    assert out["option_logits"].shape == valid.shape and (out["option_logits"][~valid] == -1e4).all()
+    assert torch.isfinite(out["option_logits"][valid]).all()
+    assert out["pointer_logits"].shape == (b, e) and out["assoc_logits"].shape == (b, e, e)
+    assert (out["pointer_logits"][~batch["entity_mask"]] == -1e4).all()
+    assert out["entity_tokens"].shape[:2] == (b, e) and out["distinct_count"].shape == (b,)
+    assert torch.isfinite(out["assoc_logits"]).all() and torch.isfinite(out["entity_tokens"]).all()
+    terms = losses(out, batch, EntityFitConfig())
+    assert all(torch.isfinite(v) for v in terms.values())
+    terms["loss"].backward()
+
+
+def _same_image(batch: dict) -> torch.Tensor:
+    """(B, E, E) pairs of real entities of one image."""
+    m = batch["entity_mask"]
+    return ((batch["view"].unsqueeze(-1) == batch["view"].unsqueeze(-2))
+            & (batch["frame"].unsqueeze(-1) == batch["frame"].unsqueeze(-2)) & m.unsqueeze(-1) & m.unsqueeze(-2))
+
+
+def test_without_readouts_the_answer_is_the_learned_scorer_alone(split):
+    batch, vocab = _mixed_batch(split)
+    for readouts in (True, False):
+        torch.manual_seed(0)
+        model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2, readouts=readouts),
+                               vocab.class_words())
+        _check_outputs(model.train()(batch), batch)
+        model.eval()
+        with torch.no_grad():
+            ref = model(batch)["option_logits"]
+            model.tied_scale.fill_(50.0)
+            moved = model(batch)["option_logits"]
+        assert torch.equal(moved, ref) != readouts  # the tied term counts only with read-outs
+
+
+def test_bag_of_frames_has_one_token_per_image(split):
+    batch, vocab = _mixed_batch(split)
+    torch.manual_seed(0)
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2, bag_of_frames=True),
+                           vocab.class_words())
+    _check_outputs(model.train()(batch), batch)
+    model.eval()
+    with torch.no_grad():
+        out = model(batch)
+    same = _same_image(batch)
+    b, i, j = torch.nonzero(same, as_tuple=True)
+    assert (i != j).any()
+    # every entity has its image's token, pointer logit and association row
+    torch.testing.assert_close(out["entity_tokens"][b, i], out["entity_tokens"][b, j])
+    torch.testing.assert_close(out["pointer_logits"][b, i], out["pointer_logits"][b, j])
+    torch.testing.assert_close(out["assoc_logits"][b, i], out["assoc_logits"][b, j])
+    # no camera geometry, no association: moving the cameras or the association head changes no answer
+    moved = dict(batch, camera_t=batch["camera_t"] + 0.5)
+    with torch.no_grad():
+        torch.testing.assert_close(model(moved)["option_logits"], out["option_logits"])
+        model.assoc_bias.fill_(50.0)
+        torch.testing.assert_close(model(batch)["option_logits"], out["option_logits"])
+    default = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words())
+    with torch.no_grad():
+        assert not torch.allclose(default.eval()(moved)["option_logits"], default(batch)["option_logits"])
+
+
+def test_blind_sees_neither_what_the_images_show_nor_how_many_entities(split):
+    items = _mixed_items(split)
+    vocab = split[2]
+    gen = torch.Generator().manual_seed(0)
+    other = []
+    for it in items:  # keep the views and frames; other entities, fewer of them
+        first = torch.ones_like(it["view"], dtype=torch.bool)
+        first[1:] = (it["view"][1:] != it["view"][:-1]) | (it["frame"][1:] != it["frame"][:-1])
+        keep = first | (torch.rand(len(first), generator=gen) < 0.5)
+        per_entity = ("fields", "contact", "kind", "box", "image_hw", "view", "frame", "time", "mark", "image_mark",
+                      "mark_role", "entity_id", "pointer")
+        new = {k: v[keep] if k in per_entity else v for k, v in it.items()}
+        new["fields"] = torch.randint(0, 3, new["fields"].shape, generator=gen)
+        new["contact"] = torch.rand(new["contact"].shape, generator=gen).round()
+        new["box"] = new["box"].flip(0)
+        new["kind"] = 1 - new["kind"]
+        new["mark"] = torch.full_like(new["mark"], vocab.stoi["1"])
+        new["camera_t"] = new["camera_t"] + 1.0
+        other.append(new)
+    batch, changed = collate_entities(items), collate_entities(other)
+    assert changed["entity_mask"].sum() < batch["entity_mask"].sum()
+    for blind in (True, False):
+        torch.manual_seed(0)
+        model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2, blind=blind),
+                               vocab.class_words())
+        if blind:
+            _check_outputs(model.train()(batch), batch)
+        with torch.no_grad():
+            a, c = model.eval()(batch), model(changed)
+        assert torch.allclose(a["option_logits"], c["option_logits"], atol=1e-5) == blind
+        if blind:  # each entity gets its image's outputs
+            b, i, j = torch.nonzero(_same_image(batch), as_tuple=True)
+            torch.testing.assert_close(a["pointer_logits"][b, i], a["pointer_logits"][b, j])
+            torch.testing.assert_close(a["assoc_logits"][b, i], a["assoc_logits"][b, j])
