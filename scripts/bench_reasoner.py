@@ -8,7 +8,8 @@ The batches are random but valid and shaped like the benchmark's: half spatial s
 views x 1 frame x 2-10 entities), half temporal (4 views x 8 frames x 3-8 entities each), real
 cameras looking at the entities' floor points, so the floor geometry is known. Each setting is
 timed in one process, on one batch, interleaved (old, new, old, new, ...): the median over the
-repeats, in ms per question, in train mode (dropout on), the entity fit's losses.
+repeats, in ms per question, in train mode (dropout on), the entity fit's losses; then the
+eval-mode forward alone (also with the nn.TransformerEncoder fast path off, for comparison).
 
 ``old`` is the current model with its entity attention replaced by the old dense formulation
 (``dense_entity_attention``, copied here); ``--baseline-rev`` also times the whole model file
@@ -233,6 +234,28 @@ def time_settings(models: dict[str, torch.nn.Module], batch: dict, repeats: int)
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
+def time_eval(models: dict[str, torch.nn.Module], batch: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of one eval-mode forward per model without gradients, interleaved; the new model
+    also with the nn.TransformerEncoder fast path off (``torch.backends.mha``; restored afterwards)."""
+    runs = dict(models)
+    runs["new_per_time_step_no_mha_fastpath"] = models["new_per_time_step"]
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    was = torch.backends.mha.get_fastpath_enabled()
+    try:
+        with torch.no_grad():
+            for m in models.values():
+                m.eval()(batch)
+            for _ in range(repeats):
+                for name, m in runs.items():
+                    torch.backends.mha.set_fastpath_enabled(not name.endswith("no_mha_fastpath"))
+                    start = time.perf_counter()
+                    m(batch)
+                    times[name].append(time.perf_counter() - start)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(was)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
 def sdpa_masks(g: int, s: int, heads: int, dh: int, repeats: int) -> dict[str, float]:
     """ms of one SDPA forward + backward on (g, heads, s, dh) with padding given as -inf in the float
     bias (what the model does) or as a boolean mask (no float bias: what it would cost without it)."""
@@ -286,11 +309,13 @@ def main(argv: list[str] | None = None) -> dict:
                            "assoc_logits": float((got["assoc_logits"] - want["assoc_logits"])[pair].abs().max()),
                            "entity_tokens": float((got["entity_tokens"] - want["entity_tokens"])[mask].abs().max())}
     secs = time_settings(models, batch, args.repeats)
+    eval_secs = time_eval(models, batch, args.repeats)
     frames = batch["frame"].clamp_min(0)
     groups = torch.unique(((torch.arange(args.batch).unsqueeze(1) * 16 + frames)[mask]), return_counts=True)[1]
     result = {
         "ms_per_question": {k: 1000 * v / args.batch for k, v in secs.items()},
         "speedup_old_over_new": secs["old_dense"] / secs["new_per_time_step"],
+        "eval_forward_ms_per_question": {k: 1000 * v / args.batch for k, v in eval_secs.items()},
         "max_abs_diff_to_new_eval": diffs,
         "batch": args.batch, "entities_padded": int(mask.shape[1]), "entities_real": int(mask.sum()),
         "time_step_groups": int(groups.numel()), "largest_group": int(groups.max()),
