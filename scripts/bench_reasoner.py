@@ -213,23 +213,35 @@ def model_at_revision(rev: str, cfg: EntityReasonerConfig, class_words: dict, st
 
 # -- timing ---------------------------------------------------------------------------------------------------
 
-def train_step(model: torch.nn.Module, batch: dict) -> None:
-    from training.entity_fit import EntityFitConfig, losses
+def fit_loss():
+    """The entity fit's loss, (out, batch) -> scalar: ``training.entity_fit.losses`` or, where the fit's
+    criterion lives in ``training.losses``, ``EntityCriterion`` with the default weights."""
+    try:
+        from training.entity_fit import EntityFitConfig, losses
+        return lambda out, batch: losses(out, batch, EntityFitConfig())["loss"]
+    except ImportError:
+        from training.config import LossConfig
+        from training.losses import EntityCriterion
+        criterion = EntityCriterion(LossConfig())
+        return lambda out, batch: criterion(out, batch)["loss"]
+
+
+def train_step(model: torch.nn.Module, batch: dict, loss=None) -> None:
     model.zero_grad(set_to_none=True)
-    out = model(batch)
-    losses(out, batch, EntityFitConfig())["loss"].backward()
+    (loss or fit_loss())(model(batch), batch).backward()
 
 
 def time_settings(models: dict[str, torch.nn.Module], batch: dict, repeats: int) -> dict[str, float]:
     """Median seconds of one forward + backward per model, interleaved over ``repeats`` rounds."""
+    loss = fit_loss()
     for m in models.values():
         m.train()
-        train_step(m, batch)  # warm-up
+        train_step(m, batch, loss)  # warm-up
     times: dict[str, list[float]] = {k: [] for k in models}
     for _ in range(repeats):
         for name, m in models.items():
             start = time.perf_counter()
-            train_step(m, batch)
+            train_step(m, batch, loss)
             times[name].append(time.perf_counter() - start)
     return {k: float(np.median(v)) for k, v in times.items()}
 
