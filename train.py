@@ -1,8 +1,8 @@
-"""Train the cross-view model and score it under the full protocol.
+"""Train the entity model and score it under the full protocol.
 
     python train.py                                   # the embedded demo (configs/default.yaml)
+    python train.py --config configs/ceiling.yaml     # the entity CEILING: the generator's entities
     python train.py --config configs/full.yaml trainer.devices=8 trainer.strategy=ddp
-    python train.py --config configs/finetune_evidence.yaml init_from=checkpoints/<run>/best.ckpt
     python train.py --resume                          # continue the newest run of this config
     python train.py --resume checkpoints/<run>        # continue that run
 """
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: last.ckpt holds the last finished epoch; continue with --resume", file=sys.stderr)
         return 130
-    except ConfigError as err:  # a value that names nothing there (model.backbone.pretrained, ...): nothing written
+    except ConfigError as err:  # a value that names nothing there: nothing written
         print(f"config error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # one line naming the file and what to do; the traceback with --debug
@@ -60,14 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         message = str(err) if isinstance(err, CheckpointError) else describe_failure(err).removeprefix("ERROR ")
         print("error: " + " ".join(message.split()), file=sys.stderr)
         return 1
-    if metrics and "by_task" not in metrics:  # eval.enabled=false (a stage): trained, not scored
-        best = ", ".join(f"{k} {v}" for k, v in (metrics.get("best_monitor") or {}).items())
-        print(f"\ntrained, not evaluated (eval.enabled=false); best epoch by {best or 'no monitor'}")
+    label = "entity CEILING (true entities)" if cfg.is_ceiling else "crossview"
+    if metrics and "by_task" not in metrics:  # eval.enabled=false: trained, not scored
+        print(f"\ntrained, not evaluated (eval.enabled=false); best val/acc {metrics.get('best_val_acc')}")
         print(f"run folder: {metrics.get('run_dir')}")
     elif metrics:
         from eval.report import render_ci_table, render_cvbench_table, render_ssmn_table
-        print("\nSSMNBench-style (accuracy %, by view setting):\n" + render_ssmn_table([("crossview", metrics)]))
-        print("\nCVBench-style (accuracy %, by axis x granularity):\n" + render_cvbench_table([("crossview", metrics)]))
+        print("\nSSMNBench-style (accuracy %, by view setting):\n" + render_ssmn_table([(label, metrics)]))
+        print("\nCVBench-style (accuracy %, by axis x granularity):\n" + render_cvbench_table([(label, metrics)]))
         print("\n95 % cluster-bootstrap intervals:\n" + render_ci_table(metrics))
         print(f"\nrun folder: {metrics.get('run_dir')}")
     return 0

@@ -1,19 +1,15 @@
-"""The backbone from its config: ``model.backbone.pretrained`` resolved once, the tower and the
-tokenizer loaded from what it names.
+"""The frozen tower from its config: ``pretrained`` resolved once, the weights loaded from what it names.
 
-``build_components(model_cfg)`` is what a run, the crossview adapter and the scripts call: it
-resolves ``pretrained`` (``locate_pretrained``, the one place that reads that string), loads the
-open_clip model once, locks its image tower into ``model.backbone.FrozenClipBackbone``, checks
-that ``model.patch_dim`` / ``pooled_dim`` match what the tower gives, and builds the prompt
-tokenizer, whose CLIP text side (``model.lm.clip_prior``) reuses the same loaded model. model/
-receives the built modules and never reads a path.
+``locate_pretrained`` is the one place that reads that string; ``load_clip`` loads the open_clip
+model once; ``tower_from_clip`` locks its image tower into ``model.backbone.FrozenClipBackbone``
+(the perception's levels are read through ``inputs.perception.level_caches`` from one load).
+model/ receives the built modules and never reads a path.
 """
 from __future__ import annotations
 
 import json
 import warnings
 from pathlib import Path
-from typing import Any
 
 import open_clip
 import torch
@@ -23,7 +19,6 @@ from safetensors.torch import load_file
 from common.config import ConfigError
 from model.backbone import FrozenClipBackbone, tower_levels
 from model.config import BackboneConfig
-from model.readout import SemanticReadout
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 KEY = "model.backbone.pretrained"
@@ -141,26 +136,8 @@ def load_clip(cfg: BackboneConfig, source: Path | str | None) -> CLIP:
     return clip
 
 
-def load_readout(path: str, dim: int) -> SemanticReadout:
-    """The frozen semantic readout in folder ``path`` (``readout_config.json`` + ``readout.safetensors``,
-    as ``pretrain.fit_readout`` writes them), strictly loaded: a readout with missing, extra or
-    misshapen tensors, or one fitted on a tower of another width, is refused."""
-    folder = find_folder(path, "readout_config.json")
-    if folder is None:
-        raise FileNotFoundError(f"backbone.readout {path!r}: no readout_config.json there (a relative path is "
-                                f"looked up under {' and '.join(str(b) for b in search_bases())})")
-    arch = json.loads((folder / "readout_config.json").read_text())["model"]
-    if arch["dim"] != dim:
-        raise ValueError(f"backbone.readout {folder}: fitted on {arch['dim']}-wide tokens, the tower gives {dim}")
-    readout = SemanticReadout(arch["dim"], [tuple(b) for b in arch["layout"]], depth=arch["depth"],
-                              heads=arch["heads"], grid_cells=arch["grid_cells"], width=arch["width"])
-    stored = load_file(str(folder / "readout.safetensors"))
-    readout.load_state_dict({k: v.float() for k, v in stored.items()}, strict=True)
-    return readout.eval()
-
-
 def tower_from_clip(clip: CLIP, cfg: BackboneConfig, source: Path | str | None) -> FrozenClipBackbone:
-    """The frozen tower module over a loaded CLIP: the readout if any, and a warning when
+    """The frozen tower module over a loaded CLIP, with a warning when
     ``patch_layer`` reads another level than the folder's auxiliary heads were trained on."""
     levels = tower_levels(clip.visual)
     folder = source if isinstance(source, Path) and source.is_dir() else None
@@ -169,12 +146,11 @@ def tower_from_clip(clip: CLIP, cfg: BackboneConfig, source: Path | str | None) 
         warnings.warn(f"backbone.patch_layer {cfg.patch_layer} reads another level than the one {folder.name}'s "
                       f"auxiliary heads were trained on ({trained}); set model.backbone.patch_layer={trained} "
                       "for the features its pretraining made readable", stacklevel=3)
-    readout = load_readout(cfg.readout, levels[cfg.patch_layer % len(levels)][0]) if cfg.readout else None
-    return FrozenClipBackbone(clip.visual, cfg, readout)
+    return FrozenClipBackbone(clip.visual, cfg)
 
 
 def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
-    """The frozen image tower alone (a probe, a readout fit, a second cache at another level).
+    """The frozen image tower alone (a probe, a cache at one level).
 
     ``cfg.pretrained`` is a local open_clip folder (the shipped in-domain tower,
     ``checkpoints/backbone/<name>``), an open_clip tag or checkpoint file for ``cfg.arch``, or
@@ -183,29 +159,3 @@ def build_backbone(cfg: BackboneConfig) -> FrozenClipBackbone:
     """
     source = locate_pretrained(cfg.pretrained)
     return tower_from_clip(load_clip(cfg, source), cfg, source)
-
-
-def build_components(model_cfg: Any) -> tuple[FrozenClipBackbone, Any]:
-    """(frozen tower, prompt tokenizer) for a ModelConfig, from one resolution of
-    ``model.backbone.pretrained`` and one load of the weights it names.
-
-    Raises:
-        ConfigError: ``pretrained`` names no folder or file; ``model.patch_dim`` /
-            ``pooled_dim`` differ from what the tower gives.
-    """
-    from inputs.clip_text import ClipTextEncoder
-    from inputs.text import build_tokenizer
-    cfg = model_cfg.backbone
-    source = locate_pretrained(cfg.pretrained)
-    clip = load_clip(cfg, source)
-    backbone = tower_from_clip(clip, cfg, source)
-    if backbone.patch_dim != model_cfg.patch_dim or backbone.pooled_dim != model_cfg.pooled_dim:
-        raise ConfigError(f"model.patch_dim/pooled_dim ({model_cfg.patch_dim}/{model_cfg.pooled_dim}) must match "
-                          f"the backbone ({backbone.patch_dim}/{backbone.pooled_dim})")
-    clip_text = None
-    if model_cfg.lm.clip_prior:
-        if not (isinstance(source, Path) and source.is_dir()):
-            raise ConfigError(f"model.lm.clip_prior needs {KEY} to be a local open_clip folder with a text "
-                              f"tower, got {cfg.pretrained!r}")
-        clip_text = ClipTextEncoder.from_loaded(clip, source)
-    return backbone, build_tokenizer(model_cfg, clip_text=clip_text)

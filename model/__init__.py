@@ -1,15 +1,9 @@
-"""Cross-view reasoning model: pure nn.Modules over cached backbone features (no file I/O)."""
+"""The entity model's pure nn.Modules (no file I/O): the frozen tower's wrapper, the perception
+heads and the entity reasoner; inputs/ builds them from files."""
 from model.backbone import FrozenClipBackbone, preprocess_constants
-from model.config import (BackboneConfig, CameraConfig, EntityConfig, EvidenceConfig,
-                          FusionConfig, LanguageHeadConfig, ModelConfig,
-                          tiny_backbone_config, tiny_model_config)
-from model.build import build_model
-from model.crossview import CrossViewModel
-from model.language_head import load_causal_lm
+from model.config import BackboneConfig, tiny_backbone_config
+from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
+from model.perception import PerceptionConfig, PerceptionHeads
 
-__all__ = [
-    "BackboneConfig", "CameraConfig", "EntityConfig", "EvidenceConfig", "FusionConfig",
-    "LanguageHeadConfig", "ModelConfig", "tiny_backbone_config",
-    "tiny_model_config", "CrossViewModel", "build_model", "FrozenClipBackbone",
-    "preprocess_constants", "load_causal_lm",
-]
+__all__ = ["BackboneConfig", "tiny_backbone_config", "FrozenClipBackbone", "preprocess_constants", "EntityReasoner",
+           "EntityReasonerConfig", "PerceptionConfig", "PerceptionHeads"]

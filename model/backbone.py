@@ -1,9 +1,8 @@
 """Frozen open_clip image tower returning patch tokens and the pooled embedding.
 
 ``FrozenClipBackbone`` wraps an image tower that is already built and loaded
-(``inputs.backbone.build_components`` resolves ``model.backbone.pretrained`` and reads the
-weights); it is applied once by the feature cache (inputs/features.py) and CrossViewModel
-consumes the cached tensors. Geometry convention shared with model/camera.py: the image is resized
+(``inputs.backbone`` resolves the pretrained folder and reads the weights); it is applied once
+by the feature cache (inputs/features.py) and the perception heads consume the cached tensors. Geometry convention shared with model/camera.py: the image is resized
 to image_size x image_size WITHOUT cropping, so patch (i, j) of a gh x gw grid covers
 pixels [j/gw*W, (j+1)/gw*W) x [i/gh*H, (i+1)/gh*H) of the original W x H image.
 """
@@ -17,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.config import BackboneConfig
-from model.readout import SemanticReadout
+
 
 class FrozenClipBackbone(nn.Module):
     """Wraps a locked open_clip image tower: a native VisionTransformer or a timm trunk (a CNN).
@@ -26,26 +25,18 @@ class FrozenClipBackbone(nn.Module):
         visual: an open_clip image tower (already locked: no parameter requires grad); the
             patch grid is the level ``cfg.patch_layer`` of ``tower_levels(visual)``.
         cfg: the BackboneConfig it was built from (layer choice, pooling, identity).
-        readout: an optional frozen ``SemanticReadout`` over the tower's tokens; its per-cell
-            probabilities are appended to each patch token.
     """
 
-    def __init__(self, visual: nn.Module, cfg: BackboneConfig, readout: SemanticReadout | None = None):
+    def __init__(self, visual: nn.Module, cfg: BackboneConfig):
         super().__init__()
         self.visual = visual
         self.cfg = cfg
-        self.readout = readout
-        if readout is not None:
-            readout.requires_grad_(False)
         levels = tower_levels(visual)
         self.num_blocks = len(levels)
         self.token_dim, self.stride = levels[cfg.patch_layer % self.num_blocks]
-        if cfg.readout_only and readout is None:
-            raise ValueError("backbone.readout_only needs backbone.readout")
-        self.patch_dim = (readout.out_dim if cfg.readout_only else self.token_dim + 3 * cfg.pixel_cells ** 2
-                          + (readout.out_dim if readout is not None else 0))
+        self.patch_dim = self.token_dim
         self.pooled_dim = self.token_dim if cfg.pooled_source == "patch_mean" else pooled_width(visual)
-        self.identity = backbone_identity(visual, cfg, readout)
+        self.identity = backbone_identity(visual, cfg)
         self.eval()
 
     def train(self, mode: bool = True) -> "FrozenClipBackbone":
@@ -70,9 +61,7 @@ class FrozenClipBackbone(nn.Module):
                 cfg.mean / cfg.std (see `preprocess_constants`).
         Returns:
             "patch_tokens": (N, P, C) with P = gh * gw in row-major grid order, C = patch_dim:
-                the tower's tokens, then (cfg.pixel_cells > 0) the cell's normalised pixels
-                averaged to k x k sub-cells, channel-major (3 * k * k values), then (a readout)
-                the readout's probabilities of the cell's semantic blocks.
+                the tower's tokens.
             "pooled": (N, E) the tower's pooled (projected) embedding, E = pooled_dim.
         """
         layer = self.cfg.patch_layer % self.num_blocks
@@ -88,17 +77,6 @@ class FrozenClipBackbone(nn.Module):
         if self.cfg.pool_grid and self.cfg.pool_grid < grid.shape[-1]:
             grid = F.adaptive_avg_pool2d(grid, self.cfg.pool_grid)
         tokens = grid.flatten(2).transpose(1, 2)
-        semantic = self.readout(tokens.float()).to(tokens.dtype) if self.readout is not None else None
-        k = self.cfg.pixel_cells
-        if k:
-            gh, gw = grid.shape[-2:]
-            cells = F.adaptive_avg_pool2d(images.float(), (gh * k, gw * k))  # (N, 3, gh*k, gw*k)
-            cells = cells.view(-1, 3, gh, k, gw, k).permute(0, 2, 4, 1, 3, 5).reshape(-1, gh * gw, 3 * k * k)
-            tokens = torch.cat([tokens, cells.to(tokens.dtype)], dim=-1)
-        if self.cfg.readout_only:
-            tokens = semantic
-        elif semantic is not None:
-            tokens = torch.cat([tokens, semantic], dim=-1)
         return {"patch_tokens": tokens, "pooled": pooled}
 
 
@@ -134,12 +112,9 @@ def _state_digest(module: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def backbone_identity(visual: nn.Module, cfg: BackboneConfig, readout: nn.Module | None = None) -> str:
-    """A string that changes whenever cached features would: architecture, weights, size, layer, readout."""
+def backbone_identity(visual: nn.Module, cfg: BackboneConfig) -> str:
+    """A string that changes whenever cached features would: architecture, weights, size, layer."""
     pool = f"-pool{cfg.pool_grid}" if cfg.pool_grid else ""
     norm = "-ln" if cfg.normalize_patches else ""
     return (f"{cfg.arch}-{_state_digest(visual)[:16]}-{cfg.image_size}px"
-            f"-layer{cfg.patch_layer}{norm}{pool}-pooled_{cfg.pooled_source}"
-            + (f"-pix{cfg.pixel_cells}" if cfg.pixel_cells else "")
-            + (f"-readout{_state_digest(readout)[:16]}" if readout is not None else "")
-            + ("-only" if readout is not None and cfg.readout_only else ""))
+            f"-layer{cfg.patch_layer}{norm}{pool}-pooled_{cfg.pooled_source}")

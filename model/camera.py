@@ -1,4 +1,4 @@
-"""Camera geometry: Pluecker rays and floor points per pixel, and their embedding.
+"""Camera geometry: rays and floor points per pixel, and the canonical frame of a view set.
 
 Conventions (bench/FORMAT.md, `views[i].camera`): x_cam = R x_world + t, OpenCV axes, K in pixels.
 The canonical frame of a sample is the floor-aligned world (z up, floor z = 0, as in the
@@ -12,12 +12,7 @@ from typing import Tuple
 
 import torch
 from kornia.geometry.camera import unproject_points
-from torch import nn
 
-from model.config import CameraConfig
-
-# Per-ray features: direction (3), moment (3), floor (x, y) (2), floor-hit flag (1).
-RAY_FEATURES = 9
 
 
 def camera_centers(R: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -73,58 +68,3 @@ def canonical_offset(R: torch.Tensor, t: torch.Tensor, has_camera: torch.Tensor)
     count = has_camera.sum(1, keepdim=True).clamp_min(1).unsqueeze(-1)
     offset = centers.sum(1, keepdim=True) / count
     return torch.cat([offset[..., :2], torch.zeros_like(offset[..., 2:])], dim=-1)
-
-
-def ray_features(K: torch.Tensor, R: torch.Tensor, t: torch.Tensor, pixels: torch.Tensor,
-                 offset: torch.Tensor, cfg: CameraConfig) -> torch.Tensor:
-    """Pluecker ray + floor point features of pixels, in the canonical frame.
-
-    Args:
-        K, R (B, V, 3, 3); t (B, V, 3); pixels (B, V, N, 2); offset (B, 1, 3).
-    Returns:
-        (B, V, N, RAY_FEATURES): direction, moment o x d, floor (x, y) clamped, hit flag.
-    """
-    origin, direction = pixel_rays(K, R, t, pixels)
-    origin = (origin - offset.unsqueeze(-2)) / cfg.world_scale  # (B, V, 1, 3)
-    moment = torch.cross(origin.expand_as(direction), direction, dim=-1)
-    xy, hit = floor_points(origin, direction)
-    xy = xy.clamp(-cfg.floor_clip, cfg.floor_clip)
-    return torch.cat([direction, moment, xy, hit.unsqueeze(-1).to(xy.dtype)], dim=-1)
-
-
-class CameraEmbedding(nn.Module):
-    """Ray features -> d_model, or a learned "unknown camera" vector where calibration is missing.
-
-    Args:
-        d_model: output width.
-        cfg: CameraConfig (hidden width).
-        in_features: width of the geometric features (RAY_FEATURES per ray used).
-    """
-
-    def __init__(self, d_model: int, cfg: CameraConfig, in_features: int = RAY_FEATURES):
-        super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(in_features, cfg.hidden), nn.GELU(),
-                                 nn.Linear(cfg.hidden, d_model))
-        self.unknown = nn.Parameter(torch.zeros(d_model))
-        nn.init.normal_(self.unknown, std=0.02)
-
-    def forward(self, features: torch.Tensor, has_camera: torch.Tensor) -> torch.Tensor:
-        """features (B, V, ..., in_features), has_camera (B, V) -> (B, V, ..., d_model)."""
-        embedded = self.mlp(torch.nan_to_num(features))
-        known = has_camera.reshape(*has_camera.shape, *([1] * (features.dim() - 2)))
-        return torch.where(known, embedded, self.unknown.to(embedded.dtype))
-
-
-def grid_pixel_centers(gh: int, gw: int, image_hw: torch.Tensor) -> torch.Tensor:
-    """Pixel centres of a gh x gw patch grid covering each whole image (resize, no crop).
-
-    Args:
-        image_hw: (B, V, 2) original (height, width).
-    Returns:
-        (B, V, gh * gw, 2) pixel (x, y), row-major like the cached patch tokens.
-    """
-    ys = (torch.arange(gh, device=image_hw.device, dtype=image_hw.dtype) + 0.5) / gh
-    xs = (torch.arange(gw, device=image_hw.device, dtype=image_hw.dtype) + 0.5) / gw
-    grid = torch.stack(torch.meshgrid(xs, ys, indexing="xy"), dim=-1).reshape(-1, 2)  # (P, 2)
-    wh = image_hw.flip(-1).unsqueeze(-2)  # (B, V, 1, 2) as (width, height)
-    return grid * wh

@@ -18,6 +18,7 @@ Pure tensors in, tensors out; inputs.entity_batch builds the batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +36,11 @@ EARLY = 0.2  # the weight of each later frame, when a read-out asks what comes f
 
 @dataclass
 class EntityReasonerConfig:
-    vocab_size: int = 512
+    RANGES: ClassVar[dict] = {"vocab_size": ">= 1", "width": ">= 1", "heads": ">= 1", "entity_layers": ">= 0",
+                              "question_layers": ">= 0", "reason_layers": ">= 0", "option_layers": ">= 0",
+                              "dropout": "[0, 1)", "world_scale": "> 0", "to_word": ">= 0"}
+
+    vocab_size: int = 512         # set from the run's word vocabulary (inputs.checkpoint.build_entity_model)
     width: int = 128              # token width
     heads: int = 4
     entity_layers: int = 2        # entity attention (within a time step, floor-distance bias)
@@ -48,7 +53,8 @@ class EntityReasonerConfig:
     camera: bool = True           # floor point and height from the camera; False: the "no camera" ablation
     entity_attention: bool = True  # False: no entity attention (tokens stay per image)
     association: bool = True      # False: no association features (set features see no identity)
-    to_word: int = 0              # word id of "to" (an option "from X to Y" scores its ends apart); 0: none
+    to_word: int = 0              # word id of "to" (an option "from X to Y" scores its ends apart); 0: none;
+    #                               set from the vocabulary (inputs.checkpoint.build_entity_model)
     readouts: bool = True         # False: no tied read-outs, the answer is the learned option scorer alone
     bag_of_frames: bool = False   # True: one token per image (its entities mean-pooled), no geometry, no association
     blind: bool = False           # True: every entity input zeroed, one token per image: question and options only

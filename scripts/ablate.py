@@ -1,12 +1,14 @@
-"""The ablation table: our model, each of its switches off, bag-of-frames, blind, random and
-any zero-shot model, under one protocol on one benchmark.
+"""The ablation table: the entity model, each of its components switched off, bag of frames,
+the trained blind model, the entity ceiling, and zero-shot models (random, the tower zero-shot,
+the blind LLM, any adapter), under one protocol on one benchmark.
 
     python -m scripts.ablate --bench data/synth-default --out runs/ablation \
-        [--models clip-zeroshot qwen2_vl:path=/models/qwen2-vl-2b ...] [--skip-blind] [key=value ...]
+        [--models qwen2_vl:path=/models/qwen2-vl-2b ...] [--skip-blind] [key=value ...]
 
 --bench holds train/, val/, test/ (generated from configs/bench/default.yaml when missing).
-Each training config (configs/default.yaml and configs/ablations/*.yaml) is trained once
-into OUT/runs/<name>/ (an existing best.ckpt is reused; the feature cache is shared), then
+Each training config (configs/default.yaml, configs/ablations/*.yaml and the ceiling,
+configs/ceiling.yaml, whose row says so) is trained once into OUT/runs/<name>/ (an existing
+best.ckpt is reused; the tower's features and the predicted records are cached once for all), then
 every model is scored on the test split. Writes OUT/ablation.md, OUT/ablation.json and
 OUT/distraction_curves.png. Trailing key=value overrides apply to every trained config
 (e.g. trainer.max_epochs=4).
@@ -29,7 +31,8 @@ BASELINES = {"random": {"seed": 0}}
 def training_configs() -> list[tuple[str, Path]]:
     """(row name, config) of the full model and every ablation config."""
     ablations = sorted((ROOT / "configs" / "ablations").glob("*.yaml"))
-    return [("full", ROOT / "configs" / "default.yaml")] + [(p.stem, p) for p in ablations]
+    return ([("full", ROOT / "configs" / "default.yaml")] + [(p.stem, p) for p in ablations]
+            + [("ceiling", ROOT / "configs" / "ceiling.yaml")])
 
 
 def train_or_reuse(name: str, config: Path, bench: Path, out: Path, overrides: list[str]) -> tuple[Path, float]:
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         eval_dir, seconds = train_or_reuse(name, config, bench, out, args.overrides)
         runs.append((name, eval_dir, seconds))
-    zero_shot = [("random", "random", BASELINES["random"])]
+    zero_shot = [("random", "random", BASELINES["random"]), ("tower zero-shot", "clip-zeroshot", {})]
     if not args.skip_blind:
         zero_shot.append(("blind-llm", "blind-llm", {}))
     zero_shot += [parse_model_spec(spec) for spec in args.models]

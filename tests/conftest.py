@@ -39,3 +39,54 @@ def endpoint():
     yield start
     for server in servers:
         server.close()
+
+
+# A tiny generated benchmark (64 px renders, entity labels beside the splits): what the entity
+# model trains and scores on in tests.
+TINY_SYNTH = ["n_scenes=8", "render.width=64", "render.height=64", "workers=1", "tasks.per_scene=3",
+              "temporal.n_scenes=2", "temporal.per_scene=3"]
+
+
+@pytest.fixture(scope="session")
+def synth_bench(tmp_path_factory) -> Path:
+    """A tiny synthetic benchmark with train/, val/, test/ and labels/ (shared by the session: read only)."""
+    from bench.synth.config import SynthConfig
+    from bench.synth.generate import generate
+    from common.config import load_config
+    out = tmp_path_factory.mktemp("synth") / "bench"
+    generate(load_config(SynthConfig, None, TINY_SYNTH), out, progress=False)
+    return out
+
+
+def write_tiny_perception(folder: Path, cache_dir: Path, heat_bias: float = 3.0) -> Path:
+    """Untrained perception heads on a tiny random tower, written as a perception folder; a centre
+    bias of 3 makes them find something in every image."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from bench.entities import FIELDS
+    from inputs.entity_batch import CONTACT_WIDTH
+    from inputs.perception import level_caches, settings_of
+    from model.config import tiny_backbone_config
+    from model.perception import PerceptionConfig, PerceptionHeads
+    caches = level_caches(tiny_backbone_config(), cache_dir, fine_layer=-1)
+    torch.manual_seed(0)
+    cfg = PerceptionConfig(in_dim=caches.coarse.expected_shapes()["patch_tokens"][-1], width=16, max_entities=6)
+    heads = PerceptionHeads(cfg, FIELDS, CONTACT_WIDTH)
+    torch.nn.init.constant_(heads.heat.bias, heat_bias)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(folder / "perception.safetensors"))
+    (folder / "perception.json").write_text(json.dumps(settings_of(caches, cfg)))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_perception(tmp_path_factory) -> Path:
+    """A perception folder of untrained heads on the tiny random tower (see ``write_tiny_perception``)."""
+    import warnings
+    root = tmp_path_factory.mktemp("perception")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
+        return write_tiny_perception(root / "heads", root / "cache")

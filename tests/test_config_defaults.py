@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import yaml
 
-from common.config import ConfigError, to_dict
+from common.config import to_dict
 from training.config import TrainConfig, load_train_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,8 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO_KEYS = {
     "data.bench_dir",         # where the demo's benchmark is generated and read
     "data.generate_config",   # the benchmark config it is generated from
-    "data.cache_dir",         # where the backbone features are cached
-    "trainer.max_epochs",     # the demo's time budget (equal to the default today)
+    "data.cache_dir",         # where the tower's features and the predicted records are cached
     "trainer.accelerator",    # the demo runs on the CPU; the default "auto" takes a GPU if present
 }
 
@@ -50,14 +48,7 @@ def test_default_yaml_resolves_to_the_dataclass_defaults_but_the_demo_keys():
 
 def test_defaults_are_the_shipped_model():
     cfg = TrainConfig()
-    assert Path(cfg.model.backbone.pretrained) == Path("checkpoints/backbone/synthclip-cnn16")
-    assert (ROOT / cfg.model.backbone.pretrained / "open_clip_config.json").is_file()
-    assert cfg.model.fusion.summary_tokens and cfg.model.dropout == 0.0
-    assert (cfg.optim.lr, cfg.data.batch_size, cfg.loss.identity) == (5e-4, 16, 0.0)
-
-
-def test_removed_option_still_loads_from_old_run_configs():
-    # Configs stored in runs and checkpoints before fusion.prefix_reads_patches was removed.
-    assert load_train_config(None, ["model.fusion.prefix_reads_patches=false"]) == TrainConfig()
-    with pytest.raises(ConfigError, match="model.fusion.prefix_reads_patches: this option was removed"):
-        load_train_config(None, ["model.fusion.prefix_reads_patches=true"])
+    assert not cfg.is_ceiling  # the ceiling is a config of its own, never a default
+    assert Path(cfg.perception.folder) == Path("checkpoints/perception/synthclip-cnn16-heads")
+    assert (cfg.optim.lr, cfg.data.batch_size, cfg.trainer.max_epochs) == (1e-3, 32, 16)
+    assert (cfg.loss.answer, cfg.loss.pointer, cfg.loss.assoc, cfg.loss.count) == (1.0, 1.0, 1.0, 0.5)

@@ -44,15 +44,13 @@ def test_generator_ranges(override, words):
 @pytest.mark.parametrize("override,words", [
     ("optim.lr=0", "optim.lr: 0.0 is out of range; allowed: > 0"),
     ("optim.betas=[0.9,1.0]", "optim.betas[1]: 1.0 is out of range; allowed: [0, 1)"),
-    ("augment.p_drop=-0.1", "augment.p_drop: -0.1 is out of range; allowed: [0, 1]"),
-    ("loss.identity=-1", "loss.identity: -1.0 is out of range; allowed: >= 0"),
+    ("augment.p_extra=-0.1", "augment.p_extra: -0.1 is out of range; allowed: [0, 1]"),
+    ("loss.pointer=-1", "loss.pointer: -1.0 is out of range; allowed: >= 0"),
     ("data.batch_size=0", "data.batch_size: 0 is out of range; allowed: >= 1"),
     ("trainer.max_epochs=0", "trainer.max_epochs: 0 is out of range; allowed: >= 1"),
     ("model.dropout=1", "model.dropout: 1.0 is out of range; allowed: [0, 1)"),
-    ("model.d_model=0", "model.d_model: 0 is out of range; allowed: >= 1"),
-    ("model.backbone.image_size=-32", "model.backbone.image_size: -32 is out of range; allowed: >= 1"),
-    ("model.entity.num_slots=0", "model.entity.num_slots: 0 is out of range; allowed: >= 1"),
-    ("model.lm.heads=0", "model.lm.heads: 0 is out of range; allowed: >= 1"),
+    ("model.width=0", "model.width: 0 is out of range; allowed: >= 1"),
+    ("model.entity_layers=-1", "model.entity_layers: -1 is out of range; allowed: >= 0"),
 ])
 def test_training_ranges_name_the_file_and_key(override, words):
     with pytest.raises(ConfigError) as info:
@@ -61,9 +59,10 @@ def test_training_ranges_name_the_file_and_key(override, words):
 
 
 def test_none_passes_an_optional_range():
-    assert load_train_config(None, ["model.backbone.pool_grid=null"]).model.backbone.pool_grid is None
-    with pytest.raises(ConfigError, match="model.backbone.pool_grid: 0 is out of range"):
-        load_train_config(None, ["model.backbone.pool_grid=0"])
+    from model.config import BackboneConfig
+    assert load_config(BackboneConfig, None, ["pool_grid=null"]).pool_grid is None
+    with pytest.raises(ConfigError, match="pool_grid: 0 is out of range"):
+        load_config(BackboneConfig, None, ["pool_grid=0"])
 
 
 @dataclass

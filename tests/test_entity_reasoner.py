@@ -1,8 +1,7 @@
 """Entity records (bench/entities.py, bench/synth/entity_labels.py), their batches (inputs/entity_batch.py), the entity
-reasoner (model/entity_reasoner.py) and its fit (training/entity_fit.py)."""
+reasoner (model/entity_reasoner.py) and its criterion (training/losses.py)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,9 +12,10 @@ from bench.synth.config import SynthConfig
 from bench.entities import FIELDS
 from bench.synth.generate import generate, scene_entities
 from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities,
-                                 image_stem, load_entity_labels, write_predicted_records)
+                                 load_entity_labels)
 from model.entity_reasoner import EntityReasoner, EntityReasonerConfig, pointed_set
-from training.entity_fit import SET_COUNT_TASKS, EntityFitConfig, EntitySplit, fit_entity_reasoner, losses
+from training.config import LossConfig
+from training.losses import SET_COUNT_TASKS, EntityCriterion, count_target
 
 TINY = ["n_scenes=8", "render.width=64", "render.height=64", "workers=1", "tasks.per_scene=3",
         "temporal.n_scenes=2", "temporal.per_scene=3"]
@@ -119,7 +119,7 @@ def test_forward_shapes_and_padding(split):
     assert (out["option_logits"][~batch["option_valid"]] == -1e4).all()
     assert out["pointer_logits"].shape == (b, e) and out["assoc_logits"].shape == (b, e, e)
     assert torch.isfinite(out["option_logits"][batch["option_valid"]]).all()
-    terms = losses(out, batch, EntityFitConfig())
+    terms = EntityCriterion(LossConfig())(out, batch)
     assert all(torch.isfinite(v) for v in terms.values())
 
 
@@ -233,12 +233,10 @@ def test_the_trajectory_read_out_names_the_objects_at_either_end(split):
 
 
 def test_set_count_questions_carry_their_number(bench_dir):
-    data = EntitySplit(bench_dir, "train", None)
-    data.vocab = WordVocab.build([s.question for s in data.samples] + [o for s in data.samples for o in s.options])
     counted = 0
-    for s in data.samples:
-        target = data.item(s, list(s.gt_views))["count_target"]
-        if s.task in SET_COUNT_TASKS:
+    for s in load_benchmark(bench_dir / "train").samples:
+        target = count_target(s)
+        if s.task in SET_COUNT_TASKS and s.options[s.answer_index][0].isdigit():
             assert target == float(s.options[s.answer_index])
             counted += 1
         else:
@@ -270,146 +268,16 @@ def test_the_oracle_pointer_replaces_the_predicted_one(split):
     assert not torch.allclose(a, model(batch)["option_logits"])
 
 
-@pytest.fixture(scope="module")
-def fitted(bench_dir, tmp_path_factory):
-    cfg = EntityFitConfig(bench_dir=str(bench_dir), epochs=2, batch_size=8, threads=1)
-    cfg.model.width, cfg.model.heads = 32, 2
-    out = tmp_path_factory.mktemp("entity_fit")
-    return fit_entity_reasoner(cfg, out, progress=False), out / "entity_reasoner.pt"
-
-
-@pytest.mark.slow
-def test_fit_runs_and_scores_every_setting(fitted):
-    result, _ = fitted
-    assert len(result["history"]) == 2
-    for split in ("val", "test"):
-        settings = {r["setting"] for r in result[split]["records"]}
-        assert "+0" in settings
-        assert 0 <= result[split]["diagnostics"]["answer_acc_oracle_pointer"] <= 100
-
-
-def test_ceiling_overrides_parse_numbers_paths_and_refuse_unknown_keys():
-    from scripts.probe_entity_ceiling import apply_overrides
-    cfg = apply_overrides(EntityFitConfig(), ["epochs=3", "limit=5", "records=runs/p/records", "model.width=64",
-                                              "model.camera=false"])
-    assert (cfg.epochs, cfg.limit, cfg.records, cfg.model.width, cfg.model.camera) == (3, 5, "runs/p/records", 64,
-                                                                                       False)
-    with pytest.raises(SystemExit, match="unknown key"):
-        apply_overrides(EntityFitConfig(), ["epoch=3"])
-
-
 def test_detections_without_a_true_entity_have_no_association_target(split):
     batch, vocab = _batch(split)
     model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words()).eval()
     with torch.no_grad():
         out = model(batch)
-    before = losses(out, batch, EntityFitConfig())["assoc"]
+    before = EntityCriterion(LossConfig())(out, batch)["assoc"]
     batch["entity_id"][:, 1:] = -1  # unmatched detections: all "-1", which must not read as one entity
-    after = losses(out, batch, EntityFitConfig())["assoc"]
+    after = EntityCriterion(LossConfig())(out, batch)["assoc"]
     assert float(after) == 0.0 and float(before) > 0.0
 
-
-def _answers(run_dir) -> dict[tuple[str, str], str]:
-    import json
-    lines = [json.loads(x) for x in (run_dir / "predictions.jsonl").read_text().splitlines()]
-    return {(x["sample_id"], x["setting"], x["variant"]): x["letter"] for x in lines}
-
-
-@pytest.mark.slow
-def test_the_entity_adapter_answers_as_the_fit_scored(fitted, bench_dir, tmp_path):
-    """The evaluator's adapter on the stored checkpoint gives every query the letter the fit gave it;
-    predicted records in the records format give the same answers as the truth they copy."""
-
-    from eval.runner import evaluate
-    result, ckpt = fitted
-    evaluate(bench_dir / "test", "entity", tmp_path / "truth", model_args={"ckpt": str(ckpt)}, batch_size=16,
-             progress=False, plots=False)
-    got = _answers(tmp_path / "truth")
-    want = {(r["sample_id"], r["setting"], r["variant"]): r["letter"] for r in result["test"]["records"]}
-    assert got == want and len(got) > 0
-    labels = load_entity_labels(bench_dir, "test", allow_eval_splits=True)
-    bench = load_benchmark(bench_dir / "test")
-    rows = {f.image: labels[s.scene][image_stem(f.image)]
-            for s in bench.samples for v in s.views for f in v.frames}
-    records = tmp_path / "records"
-    records.mkdir()
-    write_predicted_records(records / "test.jsonl.gz", rows)
-    evaluate(bench_dir / "test", "entity", tmp_path / "pred", model_args={"ckpt": str(ckpt), "entities": str(records)},
-             batch_size=16, progress=False, plots=False)
-    assert _answers(tmp_path / "pred") == got
-
-
-def test_the_entity_adapter_refuses_bad_arguments_in_one_line(fitted, bench_dir, tmp_path):
-    from eval.adapters import build_model
-    from eval.errors import RunError
-    _, ckpt = fitted
-    with pytest.raises(ValueError, match="ckpt=PATH"):
-        build_model("entity", {})
-    with pytest.raises(ValueError, match="not found"):
-        build_model("entity", {"ckpt": str(tmp_path / "none.pt")})
-    with pytest.raises(ValueError, match="neither 'truth' nor a folder"):
-        build_model("entity", {"ckpt": str(ckpt), "entities": str(tmp_path / "missing")})
-    torch.save({"weights": {}}, tmp_path / "other.pt")
-    (tmp_path / "garbage.pt").write_bytes(b"not a checkpoint at all")
-    torch.save(torch.zeros(3), tmp_path / "tensor.pt")
-    for name in ("other.pt", "garbage.pt", "tensor.pt"):
-        with pytest.raises(RunError, match="not an entity reasoner checkpoint"):
-            build_model("entity", {"ckpt": str(tmp_path / name)})
-    adapter = build_model("entity", {"ckpt": str(ckpt), "entities": str(tmp_path)})  # a folder without test records
-    with pytest.raises(RunError, match="test.jsonl.gz: missing"):
-        adapter.prepare(load_benchmark(bench_dir / "test"))
-
-
-@pytest.mark.slow
-def test_the_entity_adapter_reads_entities_from_pixels_through_stored_heads(fitted, bench_dir, tmp_path):
-    """entities=<perception folder>: the heads predict each image's entities from the cached tower;
-    the answers equal those given on the same predictions written as records first."""
-    import json
-
-    from safetensors.torch import save_file
-
-    from common.atomic import atomic_write_text
-    from eval.runner import evaluate
-    from inputs.perception import (benchmark_images, level_caches, predict_records, settings_of)
-    from model.config import tiny_backbone_config
-    from model.perception import PerceptionConfig, PerceptionHeads
-    _, ckpt = fitted
-    caches = level_caches(tiny_backbone_config(), tmp_path / "cache", fine_layer=-1)
-    torch.manual_seed(0)
-    cfg = PerceptionConfig(in_dim=caches.coarse.expected_shapes()["patch_tokens"][-1], width=16, max_entities=6)
-    heads = PerceptionHeads(cfg, FIELDS, CONTACT_WIDTH)
-    torch.nn.init.constant_(heads.heat.bias, 3.0)  # untrained heads that still find something everywhere
-    folder = tmp_path / "perception"
-    folder.mkdir()
-    save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(folder / "perception.safetensors"))
-    atomic_write_text(folder / "perception.json", json.dumps(settings_of(caches, cfg)))
-    args = {"ckpt": str(ckpt), "entities": str(folder), "cache_dir": str(tmp_path / "cache")}
-    evaluate(bench_dir / "test", "entity", tmp_path / "pixels", model_args=args, batch_size=16, progress=False,
-             plots=False)
-    got = _answers(tmp_path / "pixels")
-    bench = load_benchmark(bench_dir / "test")
-    paths = [p for p, _, _ in benchmark_images(bench)]
-    recs = predict_records(heads, paths, caches)
-    assert all(len(r) > 0 for r in recs.values())
-    root = (bench_dir / "test").resolve()
-    records = tmp_path / "records"
-    records.mkdir()
-    write_predicted_records(records / "test.jsonl.gz", {str(Path(p).relative_to(root)): r for p, r in recs.items()})
-    evaluate(bench_dir / "test", "entity", tmp_path / "recs", model_args={"ckpt": str(ckpt), "entities": str(records)},
-             batch_size=16, progress=False, plots=False)
-    assert _answers(tmp_path / "recs") == got and len(got) > 0
-    run = json.loads((tmp_path / "pixels" / "run.json").read_text())
-    assert "perception_sha256" in json.dumps(run)
-    # heads that find nothing: every query is answered as a failed answer, the run still completes
-    torch.nn.init.constant_(heads.heat.bias, -30.0)
-    save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(folder / "perception.safetensors"))
-    evaluate(bench_dir / "test", "entity", tmp_path / "blind", model_args=args, batch_size=16, progress=False,
-             plots=False)
-    lines = [json.loads(x) for x in (tmp_path / "blind" / "predictions.jsonl").read_text().splitlines()]
-    assert lines and all(x["failed"] and not x["correct"] for x in lines)
-
-
-# -- entity attention per time step against the old dense formulation -------------------------------------------
 
 def _mixed_items(split, n_each=3):
     """Spatial samples (one frame) and temporal ones (several), all their views: padding and mixed frame counts."""
@@ -456,7 +324,7 @@ def test_entity_attention_per_time_step_equals_the_dense_formulation(split, enti
         with torch.no_grad():
             _assert_same_outputs(new.eval()(batch), old.eval()(batch), batch["entity_mask"])
         for m in (new, old):
-            losses(m.train()(batch), batch, EntityFitConfig())["loss"].backward()
+            EntityCriterion(LossConfig())(m.train()(batch), batch)["loss"].backward()
         for (name, a), b in zip(new.named_parameters(), old.parameters()):
             if a.grad is not None or b.grad is not None:
                 torch.testing.assert_close(a.grad, b.grad, atol=1e-4, rtol=1e-3, msg=name)
@@ -583,7 +451,7 @@ def _check_outputs(out: dict, batch: dict):
     assert (out["pointer_logits"][~batch["entity_mask"]] == -1e4).all()
     assert out["entity_tokens"].shape[:2] == (b, e) and out["distinct_count"].shape == (b,)
     assert torch.isfinite(out["assoc_logits"]).all() and torch.isfinite(out["entity_tokens"]).all()
-    terms = losses(out, batch, EntityFitConfig())
+    terms = EntityCriterion(LossConfig())(out, batch)
     assert all(torch.isfinite(v) for v in terms.values())
     terms["loss"].backward()
 

@@ -27,7 +27,6 @@ import json
 import re
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -132,23 +131,24 @@ print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules
 """
 
 
-def test_scoring_a_checkpoint_loads_neither_lightning_nor_training(tiny_bench, tmp_path):
-    from common.config import to_dict
-    from model.config import tiny_model_config
-    from training.config import TrainConfig
-    from training.module import CrossViewModule
-    warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
-    cfg = TrainConfig()
-    cfg.model = tiny_model_config()
-    cfg.model.lm.vocab_size = 49408  # the open_clip tokenizer's ids
-    config = to_dict(cfg)
-    ckpt = tmp_path / "tiny.ckpt"
+def test_scoring_a_checkpoint_loads_neither_lightning_nor_training(synth_bench, tiny_perception, tmp_path):
     import torch
-    torch.save({"state_dict": CrossViewModule(config).state_dict(), "hyper_parameters": {"config": config}}, ckpt)
+
+    from common.config import to_dict
+    from inputs.entity_batch import WordVocab
+    from training.config import TrainConfig
+    from training.module import EntityModule
+    cfg = TrainConfig()
+    cfg.perception.folder = str(tiny_perception)
+    cfg.model.width, cfg.model.heads = 16, 2
+    module = EntityModule(to_dict(cfg), vocab=WordVocab.build(["how many people"]).itos)
+    ckpt = tmp_path / "tiny.ckpt"
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, ckpt)
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-c", SCORE_IN_A_FRESH_PROCESS, "run", "--bench", str(tiny_bench), "--model", "crossview",
-         "--model-arg", f"ckpt={ckpt}", "--model-arg", f"cache_dir={tmp_path / 'cache'}", "--settings", "+0",
+        [sys.executable, "-c", SCORE_IN_A_FRESH_PROCESS, "run", "--bench", str(synth_bench / "test"), "--model",
+         "crossview", "--model-arg", f"ckpt={ckpt}", "--model-arg", f"cache_dir={tiny_perception.parent / 'cache'}",
+         "--settings", "+0",
          "--out", str(out), "--no-progress", "--no-plots", "--n-boot", "10"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -178,12 +178,11 @@ FILE_READS = re.compile(r"Path\(__file__\)|Path\.cwd\(\)|create_model\(|load_fil
                         r"read_bytes\(|from_pretrained\(")
 
 
-def test_model_reads_no_file_except_a_path_its_caller_hands_in():
-    """model/ takes built modules and tensors: no repository-relative lookup, no weights loading.
-    The one exception is load_causal_lm(path), which loads the LM at the path its caller gives."""
+def test_model_reads_no_file():
+    """model/ takes built modules and tensors: no repository-relative lookup, no weights loading."""
     found = sorted(f"{p.relative_to(ROOT)}: {m.group(0)}" for p in (ROOT / "model").rglob("*.py")
                    for m in FILE_READS.finditer(p.read_text()))
-    assert found == ["model/language_head.py: from_pretrained("]
+    assert found == []
 
 
 # The imports from the generator (bench.synth) left in inputs/, model/ and training/: none is the
@@ -192,7 +191,6 @@ GENERATOR_IMPORTS_ALLOWED = {
     # the questions' phrasing of arm states and effectors (words of the vocabulary), not schema:
     # to leave the generator with the questions' words
     ("inputs/entity_batch.py", "bench.synth.tasks_mvn"): {"ARM_TEXT", "EFFECTOR_TEXT"},
-    ("inputs/mark_facts.py", "bench.synth.tasks_mvn"): {"ARM_TEXT"},
     # the shipped tower's closed caption vocabulary (a tokenizer: code, not schema), lazily
     ("inputs/clip_text.py", "bench.synth.captions"): {"CaptionTokenizer"},
     # train.py generates the benchmark when the data folder lacks it, lazily

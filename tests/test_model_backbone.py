@@ -54,44 +54,15 @@ def test_identity_names_architecture_weights_and_size(backbone):
     assert consts["image_size"] == 32 and len(consts["mean"]) == 3 and len(consts["std"]) == 3
 
 
-def test_pixel_cells_append_each_cells_subsampled_pixels():
-    cfg = dataclasses.replace(tiny_backbone_config(), pixel_cells=2)
-    with pytest.warns(UserWarning):
-        plain = build_backbone(tiny_backbone_config())
-        pixels = build_backbone(cfg)
-    assert pixels.patch_dim == plain.patch_dim + 12 and pixels.pooled_dim == plain.pooled_dim
-    assert pixels.identity != plain.identity  # a different cache key
-    images = torch.zeros(1, 3, 32, 32)
-    images[0, 0, :8, 8:16] = 1.0  # red channel of grid cell (row 0, col 1)
-    images[0, 2, 28:, :4] = 2.0   # blue channel, bottom-left sub-cell of cell (3, 0)
-    out = pixels(images)["patch_tokens"][0]
-    torch.testing.assert_close(out[:, :plain.patch_dim], plain(images)["patch_tokens"][0])
-    cells = out[:, plain.patch_dim:].view(16, 3, 2, 2)  # (cell, channel, sub-row, sub-col)
-    assert torch.equal(cells[1, 0], torch.ones(2, 2)) and cells[1, 1:].abs().sum() == 0
-    assert cells[12, 2, 1, 0] == 2.0 and cells[12].abs().sum() == 2.0
-    assert cells[[0, 2, 3, 4, 15]].abs().sum() == 0
-
-
-def test_a_missing_pretrained_folder_is_one_line_naming_the_key(tmp_path, capsys):
-    """model.backbone.pretrained is resolved in one place (inputs.backbone.locate_pretrained): a
-    path that names nothing stops build_components, and python train.py, with one line naming the
-    key, before anything is generated or written."""
-    import train
+def test_a_missing_pretrained_folder_is_one_line_naming_the_key(tmp_path):
+    """The tower's pretrained folder is resolved in one place (inputs.backbone.locate_pretrained): a
+    path that names nothing is one line naming the key."""
     from common.config import ConfigError
-    from inputs.backbone import build_components
-    from model import ModelConfig
-    cfg = ModelConfig()
-    cfg.backbone.pretrained = str(tmp_path / "no-such-tower")
+    from inputs.backbone import locate_pretrained
     with pytest.raises(ConfigError) as err:
-        build_components(cfg)
+        locate_pretrained(str(tmp_path / "no-such-tower"))
     message = str(err.value)
     assert "\n" not in message and message.startswith("model.backbone.pretrained=") and "no-such-tower" in message
-    out = tmp_path / "runs"
-    code = train.main([f"model.backbone.pretrained={tmp_path / 'no-such-tower'}", f"out_dir={out}",
-                       f"data.bench_dir={tmp_path / 'bench'}", f"data.cache_dir={tmp_path / 'cache'}"])
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("config error: model.backbone.pretrained=")
-    assert not out.exists() and not (tmp_path / "bench").exists()
 
 
 def test_pretrained_names_a_folder_a_file_or_an_open_clip_tag(tmp_path):

@@ -1,4 +1,4 @@
-"""Perception heads (model/perception.py) and their training pieces (training/perception_fit.py)."""
+"""Perception heads (model/perception.py) and their training pieces (pretrain/perception_fit.py)."""
 from __future__ import annotations
 
 import torch
@@ -6,7 +6,7 @@ import torch
 from bench.entities import FIELDS
 from inputs.entity_batch import CONTACT_WIDTH, match_records, with_true_ids
 from model.perception import PerceptionConfig, PerceptionHeads
-from training.perception_fit import _batch_targets, _targets, focal_loss, perception_figures, perception_loss
+from pretrain.perception_fit import _batch_targets, _targets, focal_loss, perception_figures, perception_loss
 
 PERSON = {"id": 3, "kind": "person", "box": [40.0, 30.0, 80.0, 200.0], "frac": 3, "shirt": 2, "trousers": 1, "hat": 0,
           "posture": 1, "airborne": 0, "arm_l": 0, "arm_r": -1, "contact": [[0, 1, 2, 1]]}

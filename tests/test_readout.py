@@ -2,23 +2,19 @@
 readout loads strictly into the backbone and appends its probabilities to the patch tokens."""
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from common.config import load_config
 from bench.synth.config import SynthConfig
 from bench.synth.generate import build_scene
 from bench.synth.semantic_grid import LAYOUT, OFFSET, WIDTH, block_targets, view_features
-from inputs.backbone import build_backbone, load_readout
-from model import tiny_backbone_config
 from model.readout import SemanticReadout
 from pretrain.fit_readout import (READOUT_TAGS, ReadoutConfig, ReadoutCorpusConfig, build_corpus, fit,
-                                  readout_figures, readout_loss, save_readout)
+                                  readout_figures, readout_loss)
 from pretrain.corpus import SPATIAL_TAG, TEMPORAL_TAG
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,44 +73,6 @@ def test_fit_learns_separable_targets_and_reports_per_block():
     figures = readout_figures(model, tokens, targets)
     assert set(figures) == {name for name, _ in LAYOUT} | {"count_per_image"}
     assert figures["shirt"]["acc"] > 80 and figures["person"]["acc"] > 80
-
-
-def test_saved_readout_loads_strictly_into_the_backbone(tmp_path):
-    with pytest.warns(UserWarning, match="NO pretrained weights"):
-        plain = build_backbone(tiny_backbone_config())
-    dim, cells = plain.visual.transformer.width, plain.grid_size[0] * plain.grid_size[1]
-    torch.manual_seed(0)
-    readout = SemanticReadout(dim, LAYOUT, depth=1, heads=2, grid_cells=cells, width=16)
-    save_readout(readout, tmp_path / "ro", {"note": "test"})
-    stored = json.loads((tmp_path / "ro/readout_config.json").read_text())
-    assert stored["model"]["dim"] == dim and len(stored["sha256"]) == 64
-    with pytest.warns(UserWarning):
-        with_readout = build_backbone(dataclasses.replace(tiny_backbone_config(), readout=str(tmp_path / "ro")))
-    assert with_readout.patch_dim == plain.patch_dim + WIDTH
-    assert with_readout.identity != plain.identity and "-readout" in with_readout.identity
-    images = torch.randn(2, 3, 32, 32)
-    out, ref = with_readout(images)["patch_tokens"], plain(images)["patch_tokens"]
-    torch.testing.assert_close(out[..., :plain.patch_dim], ref)
-    half = readout.half().float()  # the file holds fp16 weights
-    torch.testing.assert_close(out[..., plain.patch_dim:], half(ref), atol=1e-5, rtol=1e-4)
-    with pytest.warns(UserWarning):
-        only = build_backbone(dataclasses.replace(tiny_backbone_config(), readout=str(tmp_path / "ro"),
-                                                  readout_only=True))
-    assert only.patch_dim == WIDTH and only.identity != with_readout.identity
-    torch.testing.assert_close(only(images)["patch_tokens"], out[..., plain.patch_dim:])
-    with pytest.warns(UserWarning), pytest.raises(ValueError, match="readout_only needs"):
-        build_backbone(dataclasses.replace(tiny_backbone_config(), readout_only=True))
-    # a readout fitted on another tower width is refused, and so is a file missing a tensor
-    with pytest.raises(ValueError, match="fitted on"):
-        load_readout(str(tmp_path / "ro"), dim + 1)
-    from safetensors.torch import load_file, save_file
-    weights = load_file(str(tmp_path / "ro/readout.safetensors"))
-    weights.pop("head.bias")
-    save_file(weights, str(tmp_path / "ro/readout.safetensors"))
-    with pytest.raises(RuntimeError, match="head.bias"):
-        load_readout(str(tmp_path / "ro"), dim)
-    with pytest.raises(FileNotFoundError, match="readout_config.json"):
-        load_readout(str(tmp_path / "nowhere"), dim)
 
 
 def test_corpus_is_seeded_and_apart_from_every_other_stream(tmp_path):

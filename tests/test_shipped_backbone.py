@@ -15,7 +15,6 @@ from bench.synth.captions import CaptionTokenizer
 from eval.adapters import build_model
 from inputs.backbone import build_backbone
 from model.config import BackboneConfig
-from training.config import load_train_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TOWER = ROOT / "checkpoints/backbone/synthclip-cnn16"
@@ -40,13 +39,13 @@ def test_shipped_weights_stay_small_in_all():
 
 
 def test_default_config_loads_the_shipped_tower_frozen():
-    cfg = load_train_config(ROOT / "configs/default.yaml", [])
-    assert Path(cfg.model.backbone.pretrained).resolve() == TOWER.resolve()
-    backbone = build_backbone(cfg.model.backbone)
+    cfg = BackboneConfig()
+    assert Path(cfg.pretrained).resolve() == TOWER.resolve()
+    backbone = build_backbone(cfg)
     assert not any(p.requires_grad for p in backbone.parameters())
-    out = backbone(torch.randn(2, 3, cfg.model.backbone.image_size, cfg.model.backbone.image_size))
-    assert out["patch_tokens"].shape == (2, 100, cfg.model.patch_dim)
-    assert out["pooled"].shape == (2, cfg.model.pooled_dim)
+    out = backbone(torch.randn(2, 3, cfg.image_size, cfg.image_size))
+    assert out["patch_tokens"].shape == (2, 100, backbone.patch_dim)
+    assert out["pooled"].shape == (2, backbone.pooled_dim)
     assert backbone.identity.startswith("synthclip-cnn16-") and backbone.grid_size == (10, 10)
 
 

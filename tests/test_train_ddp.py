@@ -15,11 +15,9 @@ import pytest
 
 from common.config import save_config
 from bench.format import load_benchmark
-from inputs.items import frame_count
-from model.config import tiny_model_config
 from bench.tiny import make_tiny_benchmark
 from training.config import TrainConfig
-from training.data import BucketBatchSampler
+from training.data import BucketBatchSampler, frame_count
 from training.datamodule import frame_sorted_batches
 
 warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
@@ -97,17 +95,14 @@ def test_validation_shards_cover_every_view_set_once(mixed):
 
 
 @pytest.mark.slow
-def test_train_py_runs_ddp_on_two_cpu_processes(tmp_path):
-    splits = tmp_path / "bench"
-    for split in ("train", "val", "test"):
-        make_tiny_benchmark(splits / split, n_scenes=4 if split == "train" else 2)
+def test_train_py_runs_ddp_on_two_cpu_processes(synth_bench, tiny_perception, tmp_path):
     cfg = TrainConfig()
     cfg.run_name, cfg.out_dir = "ddp", str(tmp_path / "runs")
-    cfg.model = tiny_model_config()
-    cfg.model.lm.vocab_size = 49408  # the open_clip tokenizer's ids
-    cfg.data.bench_dir, cfg.data.generate_config = str(splits), None
-    cfg.data.cache_dir = str(tmp_path / "cache")
-    cfg.data.batch_size = 4  # 16 training samples: 4 batches, two per rank
+    cfg.model.width, cfg.model.heads = 16, 2
+    cfg.data.bench_dir, cfg.data.generate_config = str(synth_bench), None
+    cfg.data.cache_dir = str(tiny_perception.parent / "cache")
+    cfg.perception.folder = str(tiny_perception)
+    cfg.data.batch_size = 4  # two batches of four on each rank
     cfg.trainer.enable_progress_bar = False
     cfg.eval.settings, cfg.eval.val_settings = ["+0", "-1"], ["+0", "-1"]
     save_config(cfg, tmp_path / "tiny.yaml")

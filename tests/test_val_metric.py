@@ -3,7 +3,6 @@ training/module.py scores (sample, setting) units exactly as eval/metrics.py doe
 from __future__ import annotations
 
 import random
-import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -88,14 +87,13 @@ class _ValSet:
 def test_the_validation_hook_logs_the_shared_metric():
     """on_validation_epoch_end: per-view-set flags (reduced over ranks) -> validation_accuracy."""
     from common.config import to_dict
-    from model.config import tiny_model_config
     from training.config import TrainConfig
-    from training.module import CrossViewModule
-    warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
+    from training.module import EntityModule
     cfg = TrainConfig()
-    cfg.model = tiny_model_config()
+    cfg.perception.entities = "truth"  # no perception heads needed to build the module
+    cfg.model.width, cfg.model.heads = 16, 2
     cfg.eval.val_settings = SETTINGS
-    module = CrossViewModule(to_dict(cfg))
+    module = EntityModule(to_dict(cfg), vocab=["<pad>", "<unk>", "<cls>"] + [str(k) for k in range(17)])
     samples = _samples()
     view_sets = protocol_view_sets(SimpleNamespace(samples=samples), SETTINGS, seed=0)
     reduced = []

@@ -1,46 +1,59 @@
-"""The training split as a Dataset of view sets, and its bucketed, rank-split batch sampler.
+"""A split as a Dataset of view sets over entity records, and its bucketed, rank-split batch sampler.
 
-A *view set* is one sample seen through an ordered list of its views (inputs/items.py builds
-and collates them). Training draws view sets with augmentation (extra views added, a necessary
-view sometimes dropped, order shuffled); validation uses the protocol's settings. Every random
-choice is a function of (seed, epoch, index), so a resumed run draws exactly what an
-uninterrupted one would.
+A *view set* is one sample seen through an ordered list of its views (inputs/entity_batch.py
+builds and collates its entity tokens). Training draws view sets with augmentation (extra views
+added, order shuffled); validation uses the protocol's settings. Every random choice is a
+function of (seed, epoch, index), so a resumed run draws exactly what an uninterrupted one would.
 """
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from bench.format import Benchmark
-from inputs.features import FeatureTable
-from inputs.items import ViewSet, build_item, frame_count
+from bench.format import Benchmark, Sample
+from bench.protocol import ProtocolConfig
+from inputs.entity_batch import WordVocab, build_entity_item, build_text_item, collate_entities
 from training.config import AugmentConfig
+from training.losses import count_target
 
 
-class ViewSetDataset(Dataset):
-    """View sets of one benchmark split over a feature table.
+@dataclass(frozen=True)
+class ViewSet:
+    """One model input: a sample under an ordered list of view ids."""
+    sample_index: int
+    view_ids: tuple[str, ...]
+    setting: str = "train"  # protocol setting name, or "train"
+    variant: str = ""  # the protocol query's variant ("drop=<view>" under -1); "" otherwise
+
+
+def frame_count(sample: Sample) -> int:
+    """Frames of the longest view: what a batch is padded to."""
+    return max(len(v.frames) for v in sample.views)
+
+
+class EntityViewSetDataset(Dataset):
+    """View sets of one benchmark split as entity items (inputs/entity_batch.py).
 
     Args:
         bench: the split.
-        table: cached features of every image of the split.
-        tokenizer: turns (question, options) into {"prompt_ids", "option_ids"} (inputs/text.py).
+        records: scene id -> image -> entity records (inputs.entity_records.split_records).
+        vocab: the run's word vocabulary.
         view_sets: fixed view sets (evaluation); None draws one augmented set per sample (training).
         augment: augmentation settings, used when view_sets is None.
         seed: seeds the augmentation together with the epoch and index.
     """
 
-    def __init__(self, bench: Benchmark, table: FeatureTable, tokenizer, view_sets: list[ViewSet] | None = None,
-                 augment: AugmentConfig | None = None, seed: int = 0):
-        self.bench, self.table, self.seed = bench, table, seed
+    def __init__(self, bench: Benchmark, records: dict[str, dict], vocab: WordVocab,
+                 view_sets: list[ViewSet] | None = None, augment: AugmentConfig | None = None, seed: int = 0):
+        self.bench, self.records, self.vocab, self.seed = bench, records, vocab, seed
         self.view_sets, self.augment = view_sets, augment or AugmentConfig()
-        self.tokenizer = tokenizer
+        self.protocol = ProtocolConfig()
         self.epoch = 0
-        self._text = {}
-        for s in bench.samples:
-            self._text[s.id] = tokenizer.encode(s.question, s.options)
+        self._text = {s.id: build_text_item(s, vocab) for s in bench.samples}
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -49,47 +62,36 @@ class ViewSetDataset(Dataset):
         return len(self.view_sets) if self.view_sets is not None else len(self.bench.samples)
 
     def draw(self, index: int) -> ViewSet:
-        """The augmented view set of sample ``index`` in the current epoch."""
+        """The augmented view set of sample ``index`` in the current epoch: its necessary views,
+        with probability ``p_extra`` plus the first k of its extra views (k <= the protocol's K_T)."""
         sample = self.bench.samples[index]
         rng = random.Random(f"{self.seed}/{self.epoch}/{index}")
-        aug = self.augment
         views = list(sample.gt_views)
-        valid = True
-        if sample.subset == "MVN" and len(views) >= 2 and rng.random() < aug.p_drop:
-            views.pop(rng.randrange(len(views)))
-            valid = False
-        pool = [v.view_id for v in sample.views if v.view_id not in sample.gt_views]
-        if pool and aug.max_extra > 0 and rng.random() < aug.p_extra:
-            k = rng.randint(1, min(aug.max_extra, len(pool)))
-            views += rng.sample(pool, k)
-        if aug.shuffle_views:
+        k_max = min(self.protocol.max_extra.get(sample.subset or "", 0), len(sample.extra_views))
+        if k_max and rng.random() < self.augment.p_extra:
+            views += list(sample.extra_views[:rng.randint(1, k_max)])
+        if self.augment.shuffle_views:
             rng.shuffle(views)
-        return ViewSet(index, tuple(views), "train", valid)
-
-    def option_order(self, index: int) -> list[int] | None:
-        """The order sample ``index``'s options are shown in this epoch (``order[i]`` is the
-        original index of the option shown at place i), or None: as stored. Only in training with
-        ``augment.shuffle_options``; a "none of the above" option stays last."""
-        if self.view_sets is not None or not self.augment.shuffle_options:
-            return None
-        sample = self.bench.samples[index]
-        n = len(sample.options) - (1 if sample.has_nota else 0)
-        order = list(range(n))
-        random.Random(f"{self.seed}/{self.epoch}/{index}/options").shuffle(order)
-        return order + list(range(n, len(sample.options)))
+        return ViewSet(index, tuple(views), "train")
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         view_set = self.view_sets[index] if self.view_sets is not None else self.draw(index)
         sample = self.bench.samples[view_set.sample_index]
-        order = self.option_order(view_set.sample_index)
-        if order is None:
-            item = build_item(sample, view_set, self.bench.root, self.table, self._text[sample.id])
-        else:
-            text = self.tokenizer.encode(sample.question, [sample.options[i] for i in order])
-            item = build_item(sample, view_set, self.bench.root, self.table, text)
-            item["answer"] = torch.tensor(order.index(sample.answer_index))
+        images = self.records.get(sample.scene)
+        if images is None:
+            raise KeyError(f"sample {sample.id}: no entity records for scene {sample.scene!r}")
+        item = {**build_entity_item(sample, view_set.view_ids, images, self.vocab), **self._text[sample.id]}
+        item["count_target"] = count_target(sample)
         item["index"] = index  # which view set: tells ranks' shares apart under DDP
         return item
+
+
+def collate(items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    """``collate_entities`` plus the count targets and the view-set indices."""
+    batch = collate_entities(items)
+    batch["count_target"] = torch.tensor([it["count_target"] for it in items], dtype=torch.float32)
+    batch["index"] = torch.tensor([it["index"] for it in items])
+    return batch
 
 
 class BucketBatchSampler(Sampler[list[int]]):
@@ -108,13 +110,13 @@ class BucketBatchSampler(Sampler[list[int]]):
     single-process order.
 
     Args:
-        dataset: the training ViewSetDataset.
+        dataset: the training EntityViewSetDataset.
         batch_size: samples per batch (per rank).
         seed: seeds the permutation together with the epoch.
         num_replicas / rank: the data-parallel world size and this process's place in it.
     """
 
-    def __init__(self, dataset: ViewSetDataset, batch_size: int, seed: int, num_replicas: int = 1, rank: int = 0):
+    def __init__(self, dataset: EntityViewSetDataset, batch_size: int, seed: int, num_replicas: int = 1, rank: int = 0):
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} is outside 0..{num_replicas - 1}")
         self.dataset, self.batch_size, self.seed, self.epoch = dataset, batch_size, seed, 0

@@ -1,15 +1,14 @@
-"""The LightningDataModule: benchmark splits -> cached features -> view-set batches.
+"""The LightningDataModule: benchmark splits -> entity records -> view-set batches.
 
 ``prepare_data`` (one process per node, before the others start reading) generates the
-benchmark if it is missing and encodes every image the run needs into the feature cache;
-``setup`` only loads. Batches are split over the ranks of a distributed run by our own
+benchmark if it is missing and predicts every image's entity records once with the shipped
+perception into the cache (inputs/entity_records.py); ``setup`` only loads. Batches are split over the ranks of a distributed run by our own
 samplers (Lightning's DistributedSampler cannot wrap a bucketed batch sampler): training
 batches round-robin with an equal count per rank, validation view sets in contiguous
 frame-sorted shares, so every view set is seen by exactly one rank.
 """
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import lightning as L
@@ -17,10 +16,10 @@ from torch.utils.data import DataLoader
 
 from bench.format import Benchmark, load_benchmark
 from bench.protocol import ProtocolConfig, plan_queries
-from inputs.features import FeatureCache, FeatureTable
-from inputs.items import ViewSet, collate, frame_count, split_images
+from inputs.entity_batch import WordVocab
+from inputs.entity_records import locate_perception, split_records
 from training.config import TrainConfig
-from training.data import BucketBatchSampler, ViewSetDataset
+from training.data import BucketBatchSampler, EntityViewSetDataset, ViewSet, collate, frame_count
 
 SPLITS = ("train", "val", "test")
 
@@ -46,23 +45,6 @@ def ensure_benchmark(cfg: TrainConfig) -> Path:
     return root
 
 
-def check_mark_facts(cfg: TrainConfig, train: Benchmark) -> None:
-    """With the mark-fact head trained (model.entity.fact_head, loss.mark_facts > 0), the train
-    split must carry the generator's per-mark records, or the head would learn nothing.
-
-    Raises:
-        ValueError: no marked training sample has ``meta.mark_facts``.
-    """
-    if not (cfg.model.entity.fact_head and cfg.loss.mark_facts > 0):
-        return
-    marked = [s for s in train.samples if s.marks]
-    if marked and not any("mark_facts" in (s.meta or {}) for s in marked):
-        raise ValueError(f"{train.root}: model.entity.fact_head is trained by loss.mark_facts, but no marked "
-                         f"sample of the split has meta.mark_facts (a benchmark generated before the generator "
-                         f"recorded them): generate it again, e.g. python -m bench generate --config "
-                         f"{cfg.data.generate_config or 'configs/bench/default.yaml'} --out <new folder>")
-
-
 def protocol_view_sets(bench: Benchmark, settings: list[str], seed: int) -> list[ViewSet]:
     """The evaluator's view sets (same settings, same seeded order) as ViewSets."""
     index = {s.id: i for i, s in enumerate(bench.samples)}
@@ -73,7 +55,7 @@ def protocol_view_sets(bench: Benchmark, settings: list[str], seed: int) -> list
     return out
 
 
-def frame_sorted_batches(dataset: ViewSetDataset, batch_size: int, num_replicas: int = 1,
+def frame_sorted_batches(dataset: EntityViewSetDataset, batch_size: int, num_replicas: int = 1,
                          rank: int = 0) -> list[list[int]]:
     """Fixed evaluation batches of one rank, grouped by frame count (see BucketBatchSampler).
 
@@ -94,59 +76,64 @@ def _limit(bench: Benchmark, n: int) -> Benchmark:
     return bench
 
 
-def _tasks(bench: Benchmark, tasks: list[str]) -> Benchmark:
-    """Only the samples of ``tasks`` (all for an empty list); a task no sample has is an error."""
-    if not tasks:
-        return bench
-    present = {s.task for s in bench.samples}
-    missing = [t for t in tasks if t not in present]
-    if missing:
-        raise ValueError(f"data.tasks: {bench.root} has no samples of {missing}; "
-                         f"its tasks are {sorted(present)}")
-    keep = [s for s in bench.samples if s.task in tasks]
-    return Benchmark(root=bench.root, file=bench.file, samples=keep, name=bench.name, meta=bench.meta)
+def build_vocab(train: Benchmark) -> WordVocab:
+    """The run's word vocabulary: the class names, then every word of the train questions and options."""
+    return WordVocab.build([s.question for s in train.samples] + [o for s in train.samples for o in s.options])
 
 
-class CrossViewDataModule(L.LightningDataModule):
-    """Train / val splits of ``cfg.data.bench_dir`` as view-set batches over cached features.
+class EntityDataModule(L.LightningDataModule):
+    """Train / val splits of ``cfg.data.bench_dir`` as entity view-set batches.
 
     Args:
-        cfg: the run config.
-        cache: the feature cache (built from the run's backbone).
-        tokenizer: inputs.text tokenizer with ``encode`` and ``pad_id``.
+        cfg: the run config. ``cfg.perception.entities == "truth"`` reads the generator's records
+            of every split (the entity ceiling); otherwise the shipped perception predicts them.
     """
 
-    def __init__(self, cfg: TrainConfig, cache: FeatureCache, tokenizer):
+    def __init__(self, cfg: TrainConfig):
         super().__init__()
-        self.cfg, self.cache, self.tokenizer = cfg, cache, tokenizer
-        self.train_set: ViewSetDataset | None = None
-        self.val_set: ViewSetDataset | None = None
-        self._prepared: dict[str, tuple[Benchmark, FeatureTable]] = {}  # this process's prepare_data work
+        self.cfg = cfg
+        self.perception = None if cfg.is_ceiling else locate_perception(cfg.perception.folder)
+        self.train_set: EntityViewSetDataset | None = None
+        self.val_set: EntityViewSetDataset | None = None
+        self.vocab: WordVocab | None = None
 
-    def _split(self, name: str, limit: int) -> tuple[Benchmark, FeatureTable]:
-        if name in self._prepared:
-            return self._prepared.pop(name)
-        bench = _limit(_tasks(load_benchmark(Path(self.cfg.data.bench_dir) / name), self.cfg.data.tasks), limit)
-        return bench, self.cache.table(split_images(bench), desc=f"encoding {name} images")
+    def records(self, split: str, bench: Benchmark | None = None) -> dict[str, dict]:
+        """Scene id -> image -> entity records of a split (predicted and cached, or the truth)."""
+        return split_records(self.cfg.data.bench_dir, split, self.perception, self.cfg.data.cache_dir, bench=bench)
 
     def prepare_data(self) -> None:
-        """Generate the benchmark if missing and fill the feature cache (local rank 0 only)."""
-        ensure_benchmark(self.cfg)
-        data = self.cfg.data
-        for name, limit in (("train", data.limit_train), ("val", data.limit_val)):
-            self._prepared[name] = self._split(name, limit)
+        """Generate the benchmark if missing and predict every split's records (local rank 0 only)."""
+        root = ensure_benchmark(self.cfg)
+        if self.cfg.is_ceiling:
+            missing = [s for s in SPLITS if not (root / "labels" / f"{s}.jsonl.gz").is_file()]
+            if missing:
+                raise FileNotFoundError(f"perception.entities=truth: {root}/labels has no entity labels of "
+                                        f"{', '.join(missing)}; the ceiling needs a benchmark generated by "
+                                        "python -m bench generate")
+            return
+        for split in SPLITS:
+            self.records(split)
+
+    def load_vocab(self) -> WordVocab:
+        """The vocabulary of the (limited) train split; built once."""
+        if self.vocab is None:
+            train = _limit(load_benchmark(Path(self.cfg.data.bench_dir) / "train", check_images=False),
+                           self.cfg.data.limit_train)
+            self.vocab = build_vocab(train)
+        return self.vocab
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
         data = self.cfg.data
-        train, train_table = self._split("train", data.limit_train)
-        val, val_table = self._split("val", data.limit_val)
-        check_mark_facts(self.cfg, train)
-        self.train_set = ViewSetDataset(train, train_table, self.tokenizer, augment=self.cfg.augment,
-                                        seed=self.cfg.seed)
+        root = Path(data.bench_dir)
+        train = _limit(load_benchmark(root / "train", check_images=False), data.limit_train)
+        val = _limit(load_benchmark(root / "val", check_images=False), data.limit_val)
+        vocab = self.load_vocab()
+        self.train_set = EntityViewSetDataset(train, self.records("train", train), vocab, augment=self.cfg.augment,
+                                              seed=self.cfg.seed)
         val_sets = protocol_view_sets(val, self.cfg.eval.val_settings, self.cfg.eval.seed)
-        self.val_set = ViewSetDataset(val, val_table, self.tokenizer, view_sets=val_sets)
+        self.val_set = EntityViewSetDataset(val, self.records("val", val), vocab, view_sets=val_sets)
 
     def _replicas(self) -> tuple[int, int]:
         """(world size, global rank) of the attached trainer; (1, 0) without one."""
@@ -155,9 +142,9 @@ class CrossViewDataModule(L.LightningDataModule):
             return 1, 0
         return trainer.world_size, trainer.global_rank
 
-    def _loader(self, dataset: ViewSetDataset, batch_sampler) -> DataLoader:
+    def _loader(self, dataset: EntityViewSetDataset, batch_sampler) -> DataLoader:
         return DataLoader(dataset, batch_sampler=batch_sampler, num_workers=self.cfg.data.num_workers,
-                          collate_fn=functools.partial(collate, table=dataset.table, pad_id=self.tokenizer.pad_id))
+                          collate_fn=collate)
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None

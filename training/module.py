@@ -1,4 +1,4 @@
-"""The LightningModule: owns the loss, the metrics and the optimiser; calls a plain nn.Module."""
+"""The LightningModule: owns the loss, the metrics and the optimiser; calls ``model.EntityReasoner``."""
 from __future__ import annotations
 
 import math
@@ -7,14 +7,14 @@ from typing import Sequence
 import lightning as L
 import torch
 
-from common.config import from_dict
 from bench.format import Sample
 from bench.protocol import accuracy_by_setting, unit_scores
-from inputs.items import ViewSet
-from inputs.track import UNSEEN
-from model import build_model
+from common.config import from_dict
+from inputs.checkpoint import CHECKPOINT_FORMAT, build_entity_model
+from inputs.entity_records import perception_hash
 from training.config import TrainConfig
-from training.losses import CrossViewCriterion
+from training.data import ViewSet
+from training.losses import EntityCriterion
 
 
 def validation_accuracy(view_sets: Sequence[ViewSet], samples: Sequence[Sample], right: Sequence[int],
@@ -34,32 +34,37 @@ def validation_accuracy(view_sets: Sequence[ViewSet], samples: Sequence[Sample],
     return out
 
 
-class CrossViewModule(L.LightningModule):
-    """Trains ``model.CrossViewModel`` on view-set batches (inputs/items.py, training/data.py).
+class EntityModule(L.LightningModule):
+    """Trains ``model.EntityReasoner`` on entity view-set batches (training/data.py).
 
     Args:
         config: the resolved TrainConfig as a plain dict; saved in every checkpoint
-            (``hyper_parameters["config"]``) so a checkpoint rebuilds its own model.
+            (``hyper_parameters["config"]``) with the word vocabulary (``hyper_parameters["vocab"]``)
+            and the format tag, so a checkpoint rebuilds its own model (inputs/checkpoint.py).
+        vocab: the run's word vocabulary (its words, in id order); None: the datamodule's, read in
+            ``configure_model``.
     """
 
-    def __init__(self, config: dict):
+    def __init__(self, config: dict, vocab: list[str] | None = None):
         super().__init__()
-        self.save_hyperparameters({"config": config})
         self.cfg = from_dict(TrainConfig, config)
-        self.model = build_model(self.cfg.model)
-        self.criterion = CrossViewCriterion(self.cfg.loss)
-        # The track's own stage: with only loss.track weighted, steps and validation run the
-        # model's track path (forward_track), and validation scores the track, not answers.
-        self.track_only = self.criterion.track_only
-        if self.track_only and self.model.track is None:  # load_train_config says so first
-            raise ValueError("loss.track is the only weighted loss term, but model.fusion.track is off")
-        for name, param in self.model.named_parameters():
-            if any(name.startswith(prefix) for prefix in self.cfg.freeze):
-                param.requires_grad_(False)
+        trained_on = None if self.cfg.is_ceiling else perception_hash(self.cfg.perception.folder)
+        self.save_hyperparameters({"config": config, "vocab": list(vocab or []), "perception_sha256": trained_on,
+                                   "format": CHECKPOINT_FORMAT})
+        self.model = build_entity_model(self.cfg.model, vocab) if vocab else None
+        self.criterion = EntityCriterion(self.cfg.loss)
         self._val: dict[int, bool] = {}  # validation view-set index -> answered right (this rank's share)
 
+    def configure_model(self) -> None:
+        """Build the reasoner once the datamodule knows the train split's vocabulary (the benchmark
+        may be generated inside fit); Lightning calls this after setup, before DDP wraps the model."""
+        if self.model is None:
+            vocab = self.trainer.datamodule.load_vocab().itos
+            self.hparams["vocab"] = list(vocab)
+            self.model = build_entity_model(self.cfg.model, vocab)
+
     def forward(self, batch: dict) -> dict:
-        return self.model.forward_track(batch) if self.track_only else self.model(batch)
+        return self.model(batch)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         out = self(batch)
@@ -69,49 +74,19 @@ class CrossViewModule(L.LightningModule):
         for name, value in losses.items():
             self.log(f"train/{name}", value, batch_size=size, prog_bar=name == "loss", on_step=True, on_epoch=True,
                      sync_dist=True)
-        valid = batch["answer_valid"]
-        if not self.track_only and valid.any():
-            acc = (out["option_logits"].argmax(-1) == batch["answer"])[valid].float().mean()
-            self.log("train/acc", acc, batch_size=int(valid.sum()), prog_bar=True, on_step=True, on_epoch=True,
-                     sync_dist=True)
+        acc = (out["option_logits"].argmax(-1) == batch["answer"]).float().mean()
+        self.log("train/acc", acc, batch_size=size, prog_bar=True, on_step=True, on_epoch=True, sync_dist=True)
         return losses["loss"]
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         out = self(batch)
         losses = self.criterion(out, batch)
         self.log("val/loss", losses["loss"], batch_size=len(batch["answer"]), sync_dist=True)
-        if "track_logits" in out:  # the person track's per-frame state accuracy (inputs/track.py)
-            keep = self.criterion.track_positions(batch)
-            hits = out["track_logits"].argmax(-1) == batch["track_target"]
-            if keep.any():
-                self.log("val/track_acc", hits[keep].float().mean(), batch_size=int(keep.sum()), sync_dist=True)
-            seen = keep & (batch["track_target"] != UNSEEN)  # frames that show the person: the
-            if seen.any():                                  # majority class "unseen" left out
-                self.log("val/track_seen_acc", hits[seen].float().mean(), batch_size=int(seen.sum()),
-                         sync_dist=True)
-        if "track_locate" in out and "track_box_flag" in batch:  # the locator: its most-attended
-            keep, hit = self.criterion.locate_hits(out, batch)      # cell is the person's (or null
-            if keep.any():                                           # where they show no pixel)
-                self.log("val/track_locate_acc", hit[keep].float().mean(), batch_size=int(keep.sum()),
-                         sync_dist=True)
-        if "count_logits" in out and "count_target" in batch:  # the view counter (inputs/view_counts.py)
-            keep = self.criterion.count_positions(batch)
-            if keep.any():
-                hits = out["count_logits"].argmax(-1) == batch["count_target"]
-                self.log("val/count_acc", hits[keep].float().mean(), batch_size=int(keep.sum()), sync_dist=True)
-        if "mark_fact_logits" in out and "mark_facts" in batch:  # the mark-fact head (inputs/mark_facts.py)
-            hits, total = self.criterion.mark_fact_hits(out, batch)
-            if total:
-                self.log("val/mark_fact_acc", hits / total, batch_size=total, sync_dist=True)
-        if self.track_only:
-            return
         right = (out["option_logits"].argmax(-1) == batch["answer"]).tolist()
         for index, ok in zip(batch["index"].tolist(), right):
             self._val[index] = bool(ok)
 
     def on_validation_epoch_end(self) -> None:
-        if self.track_only:
-            return
         # Each rank scored its own share of the view sets: sum the per-view-set flags over ranks
         # (Lightning's strategy reduce; a no-op in one process), so every rank scores all view
         # sets, not a mean of per-rank accuracies.
@@ -128,37 +103,19 @@ class CrossViewModule(L.LightningModule):
         self._val.clear()
 
     def parameter_groups(self) -> list[dict]:
-        """AdamW's groups: weight decay on matrices (not on embeddings, biases and norms), and
-        with optim.lr_scale one group per (prefix, decay) with lr times the prefix's factor.
-        Without lr_scale: exactly the two groups the model has always had."""
-        opt_cfg = self.cfg.optim
-        scales = list(opt_cfg.lr_scale.items())
-        grouped: dict[tuple[float, bool], list] = {(1.0, False): [], (1.0, True): []}
-        used = set()
+        """AdamW's groups: weight decay on matrices, not on embeddings, biases and norms."""
+        decay, plain = [], []
         for name, param in self.model.named_parameters():
-            if not param.requires_grad:
-                continue
-            scale = 1.0
-            for prefix, factor in scales:
-                if name.startswith(prefix):
-                    scale = factor
-                    used.add(prefix)
-                    break
-            grouped.setdefault((scale, param.ndim < 2 or "embed" in name), []).append(param)
-        unused = [prefix for prefix, _ in scales if prefix not in used]
-        if unused:
-            raise ValueError(f"optim.lr_scale: no trainable parameter name starts with {unused} "
-                             "(names are the model's, e.g. 'track.' or 'language_head.')")
-        order = sorted(grouped, key=lambda key: (key[0] != 1.0, key[0], key[1]))
-        return [{"params": grouped[key], "weight_decay": 0.0 if key[1] else opt_cfg.weight_decay,
-                 "lr": opt_cfg.lr * key[0]} for key in order]
+            if param.requires_grad:
+                (plain if param.ndim < 2 or "embed" in name or name.startswith("word.") else decay).append(param)
+        return [{"params": decay, "weight_decay": self.cfg.optim.weight_decay},
+                {"params": plain, "weight_decay": 0.0}]
 
     def configure_optimizers(self):
         opt_cfg = self.cfg.optim
         groups = self.parameter_groups()
         params = [p for group in groups for p in group["params"]]
-        # The fused kernel: one pass per parameter instead of a chain of foreach ops; on the
-        # 2-core CPU it steps 6.3 M parameters in 9 ms instead of 37 (same update rule).
+        # The fused kernel: one pass per parameter instead of a chain of foreach ops (same update rule).
         fused = {"fused": True} if all(p.device.type in ("cpu", "cuda") for p in params) else {}
         optimizer = torch.optim.AdamW(groups, lr=opt_cfg.lr, betas=tuple(opt_cfg.betas), **fused)
         total = max(1, int(self.trainer.estimated_stepping_batches))

@@ -60,13 +60,13 @@ def start_provenance(run_dir: Path, cfg: TrainConfig, resumed: bool) -> float:
     return time.time()
 
 
-def finish_provenance(run_dir: Path, cfg: TrainConfig, trainer, started: float, backbone_identity: str) -> dict:
+def finish_provenance(run_dir: Path, cfg: TrainConfig, trainer, started: float, entities: str) -> dict:
     """Complete the record: finish time, wall seconds (summed over resumes), devices, images hash."""
     path = run_dir / PROVENANCE
     record = json.loads(path.read_text()) if path.is_file() else {}
     record.update(device_facts(trainer))
     record.update(split_images_digest(cfg.data.bench_dir))
-    record["backbone"] = backbone_identity
+    record["entities"] = entities  # the perception that made the records, or the truth (the ceiling)
     record["finished_at"] = utc_now()
     record["wall_seconds"] = round((record.get("wall_seconds") or 0.0) + time.time() - started, 1)
     atomic_write_json(path, record)

@@ -1,11 +1,12 @@
 """``train(cfg) -> metrics``: the whole ``python train.py`` job as a function tests can call.
 
-benchmark (generated if missing) -> feature cache -> Lightning fit -> held-out protocol run
-through the evaluator (adapter ``crossview``) -> checkpoints/<run>/ with the report.
+benchmark (generated if missing) -> entity records (the shipped perception, predicted once and
+cached; the generator's truth for the ceiling) -> Lightning fit of the entity reasoner -> held-out
+protocol run through the evaluator (adapter ``crossview``) -> checkpoints/<run>/ with the report.
 
 Under DDP every process runs this function (Lightning's launcher starts the others by
 re-running the command; torchrun / SLURM start them all). Generating the benchmark and
-filling the cache happen once, in the DataModule's ``prepare_data``; only global rank 0
+predicting the records happen once, in the DataModule's ``prepare_data``; only global rank 0
 writes the run folder, and it hands the folder's name to the processes it launches.
 """
 from __future__ import annotations
@@ -23,23 +24,25 @@ from lightning.pytorch.loggers import CSVLogger
 
 from common.atomic import atomic_write_bytes, atomic_write_json
 from common.config import save_config, to_dict
-from inputs.features import FeatureCache
-from training.checkpoint import (CheckpointError, architecture_differences, check_init_from, checkpoint_config,
-                                 init_weights_from, read_checkpoint)
+from inputs.entity_batch import WordVocab
+from inputs.entity_records import locate_perception
+from training.checkpoint import CheckpointError, architecture_differences, checkpoint_config, read_checkpoint
 from training.config import TrainConfig
-from training.datamodule import CrossViewDataModule, ensure_benchmark  # noqa: F401  (ensure_benchmark: public API)
-from training.module import CrossViewModule
+from training.datamodule import SPLITS, EntityDataModule, ensure_benchmark  # noqa: F401  (ensure_benchmark: public API)
+from training.module import EntityModule
 from training.provenance import finish_provenance, start_provenance
 
 
-class EpochSeed(Callback):
-    """Reseed torch at every epoch start, so dropout after a resume matches an unbroken run."""
+class StepSeed(Callback):
+    """Reseed torch before every training step from (seed, step), so dropout after a resume
+    matches an unbroken run whatever consumed random numbers in between (a data loader's
+    iterator draws its base seed when it is created, at a moment that differs on resume)."""
 
     def __init__(self, seed: int):
         self.seed = seed
 
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        torch.manual_seed(self.seed * 1000 + trainer.current_epoch)
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        torch.manual_seed(self.seed * 1_000_003 + trainer.global_step)
 
 
 RUN_DIR_ENV = "CROSSVIEW_RUN_DIR"  # rank 0's run folder, inherited by the processes Lightning launches
@@ -107,16 +110,7 @@ def latest_run(out_dir: str | Path, config_name: str) -> Path | None:
     return max(runs, key=lambda p: (p / "last.ckpt").stat().st_mtime) if runs else None
 
 
-def build_components(cfg: TrainConfig):
-    """(feature cache, tokenizer) of a run config: the tower and tokenizer of
-    ``inputs.backbone.build_components`` (one resolution of ``model.backbone.pretrained``, the
-    patch_dim check), the cache in ``data.cache_dir``."""
-    from inputs.backbone import build_components as build_model_inputs
-    backbone, tokenizer = build_model_inputs(cfg.model)
-    return FeatureCache(cfg.data.cache_dir, backbone), tokenizer
-
-
-def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig, out_dir: Path) -> dict:
+def evaluate_module(module: EntityModule, cfg: TrainConfig, out_dir: Path) -> dict:
     """The full protocol on the held-out split through the evaluator's ``crossview`` adapter.
 
     The one place training imports eval (tests/test_layering.py holds it to that)."""
@@ -126,14 +120,31 @@ def evaluate_module(module: CrossViewModule, cache, tokenizer, cfg: TrainConfig,
     # (a resumed run) would "resume" into stale predictions: always start it fresh.
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    adapter = CrossViewAdapter.from_loaded(module.model, cache, tokenizer, device=str(module.device))
+    adapter = CrossViewAdapter.from_loaded(module.model, WordVocab(module.hparams["vocab"]), to_dict(cfg),
+                                           module.hparams["perception_sha256"], cache_dir=cfg.data.cache_dir,
+                                           device=str(module.device))
     bench = Path(cfg.data.bench_dir) / cfg.eval.split
     return evaluate(bench, adapter, out_dir, settings=list(cfg.eval.settings), seed=cfg.eval.seed,
                     batch_size=cfg.data.eval_batch_size)
 
 
+def check_inputs(cfg: TrainConfig) -> None:
+    """What can be refused before a run folder exists: the ceiling on a benchmark without labels
+    (a benchmark still to be generated gets them), a perception folder that holds no heads."""
+    root = Path(cfg.data.bench_dir)
+    if cfg.is_ceiling:
+        present = [s for s in SPLITS if (root / s).is_dir()]
+        missing = [s for s in present if not (root / "labels" / f"{s}.jsonl.gz").is_file()]
+        if missing:
+            raise FileNotFoundError(f"perception.entities=truth (the entity ceiling): {root}/labels has no entity "
+                                    f"labels of {', '.join(missing)}; only a benchmark made by python -m bench "
+                                    "generate has them")
+    else:
+        locate_perception(cfg.perception.folder)
+
+
 def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | None = None,
-          callbacks: list[Callback] | None = None, components: tuple | None = None) -> dict:
+          callbacks: list[Callback] | None = None) -> dict:
     """Train, evaluate, write the run folder; returns the evaluator's summary (metrics.json).
 
     Args:
@@ -141,13 +152,11 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         config_name: names the run folder (``<config_name>-<time>`` unless cfg.run_name is set).
         resume: a run folder (or its last.ckpt) to continue; its architecture must match cfg.
         callbacks: extra Lightning callbacks (tests, custom logging).
-        components: (feature cache, tokenizer) to use instead of ``build_components(cfg)``;
-            scripts/probe_ceiling.py feeds ground-truth features through it. The caller owns
-            the check that model.patch_dim / pooled_dim match the cache's features.
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
+    if cfg.trainer.threads:
+        torch.set_num_threads(cfg.trainer.threads)
     ckpt_path = None
-    init_ckpt = None
     if resume is not None:
         resume = Path(resume)
         ckpt_path = resume if resume.is_file() else resume / "last.ckpt"
@@ -158,15 +167,10 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         run_dir = ckpt_path.parent
     else:
         run_dir = run_dir_for(cfg, config_name)
-        if cfg.init_from:  # checked before anything is generated, encoded or written
-            init_ckpt = check_init_from(cfg.init_from, cfg)
+    check_inputs(cfg)
     extra_callbacks = [*user_callbacks(cfg.trainer.callbacks), *(callbacks or [])]
-    cache, tokenizer = components if components is not None else build_components(cfg)
-    datamodule = CrossViewDataModule(cfg, cache, tokenizer)  # data is made and read inside fit (prepare_data)
-    module = CrossViewModule(to_dict(cfg))
-    if init_ckpt is not None:
-        init_weights_from(module, cfg.init_from, init_ckpt)
-        print(f"[train] initialised from {cfg.init_from}", flush=True)
+    datamodule = EntityDataModule(cfg)  # data is made and read inside fit (prepare_data)
+    module = EntityModule(to_dict(cfg))
     # The run folder is made only once every input has been accepted: a refused run leaves none.
     started = time.time()
     if global_rank() == 0:
@@ -175,7 +179,7 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         started = start_provenance(run_dir, cfg, resumed=ckpt_path is not None)
         os.environ[RUN_DIR_ENV] = str(run_dir)  # the processes Lightning starts write to the same folder
     t = cfg.trainer
-    checkpoint = ModelCheckpoint(dirpath=run_dir, filename="best", monitor=t.monitor, mode="max",
+    checkpoint = ModelCheckpoint(dirpath=run_dir, filename="best", monitor="val/acc", mode="max",
                                  save_top_k=1, enable_version_counter=False)
     # A second callback for last.ckpt: ModelCheckpoint's save_last only fires when a top-k
     # checkpoint is written, so an epoch without a better val/acc would not refresh it.
@@ -188,7 +192,7 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
         strategy=build_strategy(t.strategy), precision=t.precision, gradient_clip_val=t.gradient_clip_val,
         log_every_n_steps=t.log_every_n_steps, check_val_every_n_epoch=t.check_val_every_n_epoch,
         limit_train_batches=t.limit_train_batches, enable_progress_bar=t.enable_progress_bar,
-        callbacks=[checkpoint, last, EpochSeed(cfg.seed), *extra_callbacks], logger=logger,
+        callbacks=[checkpoint, last, StepSeed(cfg.seed), *extra_callbacks], logger=logger,
         # Our samplers split the data over ranks (Lightning cannot wrap a bucketed batch sampler).
         use_distributed_sampler=False,
         default_root_dir=run_dir, deterministic="warn" if t.deterministic else False, enable_model_summary=False,
@@ -203,18 +207,25 @@ def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | N
     if not trainer.is_global_zero:
         return {}
     metrics: dict = {"fit_seconds": round(fit_seconds, 1), "run_dir": str(run_dir),
-                     "best_val_acc": _float(checkpoint.best_model_score) if t.monitor == "val/acc" else None,
-                     "best_monitor": {t.monitor: _float(checkpoint.best_model_score)}}
+                     "best_val_acc": _float(checkpoint.best_model_score), "ceiling": cfg.is_ceiling}
     if cfg.eval.enabled:
         best = run_dir / "best.ckpt"
         if best.is_file():
             module.load_state_dict(read_checkpoint(best)["state_dict"])
-        summary = evaluate_module(module.eval(), cache, tokenizer, cfg, run_dir / "eval")
+        summary = evaluate_module(module.eval(), cfg, run_dir / "eval")
         metrics = {**summary, **metrics}
         _copy_reports(run_dir / "eval", run_dir)
     atomic_write_json(run_dir / "metrics.json", metrics, indent=2)
-    finish_provenance(run_dir, cfg, trainer, started, cache.identity)
+    finish_provenance(run_dir, cfg, trainer, started, _perception_identity(cfg))
     return metrics
+
+
+def _perception_identity(cfg: TrainConfig) -> str:
+    """What made the entity records: the perception's hash, or the truth (the ceiling)."""
+    if cfg.is_ceiling:
+        return "truth (entity ceiling)"
+    from inputs.entity_records import perception_hash
+    return f"perception sha256 {perception_hash(cfg.perception.folder)}"
 
 
 def _float(value) -> float | None:

@@ -1,9 +1,18 @@
 """Our trained model as one more adapter: ``--model crossview --model-arg ckpt=PATH``.
 
-It scores every option directly (no text, no parsing) and reads the images through the same
-feature cache that training filled, so evaluation never re-encodes an image it has seen. The
-checkpoint, the cache, the tokenizer and the batches all come from inputs/, the pipeline
-training uses too: scoring a checkpoint imports neither training/ nor Lightning.
+The entity model end to end: the shipped perception heads turn every image into entity records
+(predicted once and cached, ``inputs.entity_records``; the tower's features come from the same
+feature cache training filled), and the entity reasoner of the checkpoint scores every option
+directly (no text, no parsing). Where the records come from is the argument ``entities``:
+
+- ``model`` (default): what the checkpoint was trained on: the perception heads its run config
+  names, or the generator's truth when the run was the entity ceiling;
+- ``truth``: the generator's records (``<bench>/../labels/<split>.jsonl.gz``): the **entity
+  ceiling**, an upper bound told the truth on purpose; its runs are named ``crossview-ceiling``
+  in every output, never ``crossview``;
+- a perception folder (``perception.safetensors``): other heads on the same tower.
+
+Scoring a checkpoint imports neither training/ nor Lightning.
 """
 from __future__ import annotations
 
@@ -17,23 +26,25 @@ from eval.adapters.base import ModelAdapter, Request, Response, throughput
 from eval.adapters.registry import register_model
 from eval.errors import RunError
 
+MODEL, TRUTH = "model", "truth"
+CEILING_NAME = "crossview-ceiling"
+
 
 @register_model("crossview")
 class CrossViewAdapter(ModelAdapter):
-    """The geometry-aware cross-view model (model/) from a checkpoint of python train.py."""
+    """The entity model (model/entity_reasoner.py on the shipped perception) from a checkpoint of python train.py."""
 
     @dataclass
     class Args:
-        ckpt: str = ""  # a checkpoint written by python train.py (last.ckpt / best.ckpt)
-        cache_dir: str = throughput("data/cache")  # backbone feature cache
+        ckpt: str = ""  # a checkpoint written by python train.py (best.ckpt / last.ckpt)
+        entities: str = MODEL  # "model" (the checkpoint's own), "truth" (the entity ceiling) or a perception folder
+        cache_dir: str = throughput("data/cache")  # the tower's features and the predicted records
         device: str = throughput("cpu")  # "cpu" or "cuda"
 
     def __init__(self, args=None, loaded=None):
         super().__init__(args)
-        # Imported here so the evaluator's other adapters never pull in torch models.
-        from inputs.backbone import build_components
-        from inputs.checkpoint import CheckpointError, load_model
-        from inputs.features import FeatureCache
+        from inputs.checkpoint import CheckpointError, load_entity_checkpoint
+        from inputs.entity_records import locate_perception
 
         if loaded is None:
             if not self.args.ckpt:
@@ -41,68 +52,91 @@ class CrossViewAdapter(ModelAdapter):
             if not Path(self.args.ckpt).is_file():
                 raise ValueError(f"crossview: checkpoint not found: {self.args.ckpt}")
             try:
-                model, model_cfg = load_model(self.args.ckpt)
+                loaded = load_entity_checkpoint(self.args.ckpt)
             except CheckpointError as err:  # a file problem, not a bad argument: exit 1, one line
                 raise RunError(str(err)) from None
-            backbone, tokenizer = build_components(model_cfg)  # the stored model.backbone.pretrained
-            loaded = (model, FeatureCache(self.args.cache_dir, backbone), tokenizer)
-        self.model, self.cache, self.tokenizer = loaded
+        model, vocab, config, trained_on = loaded
+        self.model, self.vocab = model, vocab
+        source = self.args.entities
+        if source == MODEL:
+            perception = config.get("perception", {})
+            source = TRUTH if perception.get("entities") == TRUTH else perception.get("folder", "")
+        self.perception: Path | None = None
+        if source != TRUTH:
+            try:
+                self.perception = locate_perception(source, key="model_arg entities")
+            except FileNotFoundError as err:
+                raise ValueError(f"crossview: {err}") from None
+        if self.args.entities == MODEL and self.perception is not None and trained_on:
+            from inputs.entity_records import perception_hash
+            now = perception_hash(self.perception)
+            if now != trained_on:  # the shipped heads were replaced since this checkpoint was trained
+                raise RunError(f"crossview: the perception heads at {self.perception} (sha256 {now[:12]}) are not "
+                               f"those {self.args.ckpt} was trained on ({trained_on[:12]}); give "
+                               "entities=<perception folder> to score it on other heads")
+        if self.perception is None:
+            self.name = CEILING_NAME  # every output of this run says it was told the truth
         self.device = torch.device(self.args.device)
         self.model.to(self.device).eval()
-        self.benchmark: Benchmark | None = None
-        self.table = None
+        self.records: dict[str, dict] | None = None
 
     @classmethod
-    def from_loaded(cls, model, cache, tokenizer, device: str = "cpu") -> "CrossViewAdapter":
-        """Wrap an in-memory ``model.CrossViewModel`` (the end of ``python train.py``) without
-        reloading it."""
-        return cls(cls.Args(ckpt="<in memory>", device=device), loaded=(model, cache, tokenizer))
+    def from_loaded(cls, model, vocab, config: dict, perception_sha256: str | None = None,
+                    cache_dir: str = "data/cache", device: str = "cpu") -> "CrossViewAdapter":
+        """Wrap the in-memory reasoner of ``python train.py`` (its vocabulary, run config and the
+        hash of the heads it was trained on)."""
+        return cls(cls.Args(ckpt="<in memory>", cache_dir=cache_dir, device=device),
+                   loaded=(model, vocab, config, perception_sha256))
+
+    @property
+    def is_ceiling(self) -> bool:
+        return self.perception is None
 
     def provenance(self) -> dict:
+        from common.provenance import file_sha256
+        from inputs.entity_records import perception_hash
         ckpt = Path(self.args.ckpt)
-        weights = None
-        if ckpt.is_file():  # the in-memory model of python train.py has no file of its own
-            from common.provenance import file_sha256
-            weights = {"ckpt_sha256": file_sha256(ckpt)}
-        return {"device": str(self.device), "weights": weights, "backbone": self.cache.identity}
+        weights = {"ckpt_sha256": file_sha256(ckpt)} if ckpt.is_file() else {}
+        if self.perception is not None:
+            weights["perception"] = str(self.perception)
+            weights["perception_sha256"] = perception_hash(self.perception)
+        return {"device": str(self.device), "weights": weights or None,
+                "entities": "truth (entity ceiling)" if self.is_ceiling else "predicted"}
 
     def prepare(self, benchmark: Benchmark) -> None:
-        from inputs.items import split_images
-        self.benchmark = benchmark
-        self.table = self.cache.table(split_images(benchmark), desc="encoding eval images")
+        """Read (or predict and cache) the split's entity records: scene id -> image -> records."""
+        from inputs.entity_records import split_records
+        root = Path(benchmark.root)
+        try:
+            self.records = split_records(root.parent, root.name, self.perception, self.args.cache_dir,
+                                         bench=benchmark, progress=False)
+        except FileNotFoundError as err:
+            raise RunError(f"crossview: {' '.join(str(err).split())}") from None
 
     @torch.no_grad()
     def generate(self, requests: list[Request]) -> list[Response]:
-        if self.benchmark is None or self.table is None:
+        from inputs.entity_batch import build_entity_item, build_text_item, collate_entities, image_stem
+        if self.records is None:
             raise RuntimeError("crossview: prepare(benchmark) must run before generate")
-        # Clips and still images are run apart: padding a batch to its longest clip would
-        # make every still image cost as much as an 8-frame clip.
-        groups: dict[int, list[int]] = {}
-        for i, req in enumerate(requests):
-            groups.setdefault(max(len(v.image_paths) for v in req.views), []).append(i)
         responses: list[Response | None] = [None] * len(requests)
-        for indices in groups.values():
-            for i, response in zip(indices, self._score([requests[i] for i in indices])):
-                responses[i] = response
-        return responses
-
-    def _score(self, requests: list[Request]) -> list[Response]:
-        from inputs.items import ViewSet, build_item, collate
-        items = []
-        for req in requests:
-            sample = req.sample  # options as asked (rotated under --circular)
-            text = self.tokenizer.encode(sample.question, sample.options)
-            view_set = ViewSet(0, tuple(v.view_id for v in req.views), req.setting)
-            items.append(build_item(sample, view_set, self.benchmark.root, self.table, text))
-        batch = collate(items, self.table, self.tokenizer.pad_id)
-        batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-        out = self.model(batch)
-        logits = out["option_logits"].float().cpu()
-        evidence = out["evidence_logits"].float().cpu()
-        responses = []
+        groups: dict[int, list[int]] = {}  # clips and still images apart: padding costs all pairs
+        items: dict[int, dict] = {}
         for i, req in enumerate(requests):
-            n = len(req.sample.options)
-            relevance = {v.view_id: round(float(evidence[i, j, :len(v.image_paths)].max()), 4)
-                         for j, v in enumerate(req.views)}
-            responses.append(Response(scores=logits[i, :n].tolist(), meta={"evidence": relevance}))
+            sample = req.sample  # options as asked (rotated under --circular)
+            images = self.records.get(sample.scene)
+            if images is None:
+                raise RunError(f"crossview: sample {sample.id}: no entity records for scene {sample.scene!r}")
+            views = [v.view_id for v in req.views]
+            if not any(images.get(f.image, images.get(image_stem(f.image))) for v in views
+                       for f in sample.view(v).frames):
+                # perception found nothing in the views shown: no answer, scored as a failed one
+                responses[i] = Response(text="", meta={"error": "no entity in the views shown"})
+                continue
+            items[i] = {**build_entity_item(sample, views, images, self.vocab), **build_text_item(sample, self.vocab)}
+            groups.setdefault(max(len(v.image_paths) for v in req.views), []).append(i)
+        for indices in groups.values():
+            batch = {k: v.to(self.device) for k, v in collate_entities([items[i] for i in indices]).items()}
+            logits = self.model(batch)["option_logits"].float().cpu()
+            for row, i in enumerate(indices):
+                responses[i] = Response(scores=logits[row, :len(requests[i].sample.options)].tolist())
         return responses

@@ -1,7 +1,7 @@
-"""Train the perception heads on the train split's entity labels; measure them on val; write
-predicted entity records for every split.
+"""Train the perception heads on the train split's entity labels, and their figures.
 
-    fit_perception(bench_dir, caches, cfg) -> (heads, val figures, history)
+    fit_perception(bench_dir, caches, cfg) -> (heads, history)
+    perception_figures(predicted records, true records) -> recall, precision, attribute accuracy
 
 Prediction (the heads on any benchmark's images) is ``inputs.perception``, which the evaluator
 reads too.
@@ -26,7 +26,7 @@ from tqdm import tqdm
 from bench.format import load_benchmark
 from bench.entities import FIELDS
 from inputs.entity_batch import CONTACT_WIDTH, contact_vector, load_entity_labels, match_records
-from inputs.perception import LevelCaches, benchmark_images, features, predict_records
+from inputs.perception import LevelCaches, benchmark_images, features
 from model.perception import KINDS, OBJECT_FIELDS, PERSON_FIELDS, PerceptionConfig, PerceptionHeads
 
 
@@ -139,8 +139,7 @@ def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict
 
 
 def fit_perception(bench_dir: str | Path, caches: LevelCaches, cfg: PerceptionFitConfig, progress: bool = True):
-    """Train the heads on train's labels, on ``caches``' levels of the tower; returns (heads,
-    val figures, history)."""
+    """Train the heads on train's labels, on ``caches``' levels of the tower; returns (heads, history)."""
     torch.manual_seed(cfg.seed)
     bench_dir = Path(bench_dir)
     labels = load_entity_labels(bench_dir, "train")
@@ -179,8 +178,4 @@ def fit_perception(bench_dir: str | Path, caches: LevelCaches, cfg: PerceptionFi
                         "seconds": round(time.time() - t0, 1)})
         if progress:
             print(" ".join(f"{k}={v:.4g}" for k, v in history[-1].items()), flush=True)
-    val_labels = load_entity_labels(bench_dir, "val", allow_eval_splits=True)  # measurement only
-    val_images = split_images(bench_dir, "val")
-    preds = predict_records(heads, [p for p, _, _ in val_images], caches)
-    truths = {p: val_labels[scene][stem] for p, scene, stem in val_images}
-    return heads, perception_figures(preds, truths), history
+    return heads, history
