@@ -74,5 +74,13 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
 
 MARK_FACT_KEYS = ("shirt", "trousers", "hat", "posture", "arm_l", "arm_r", "contact_kind")
 
+# The words the benchmark's questions and options name an arm state and a body part with
+# ("What is the person marked 1 doing with their left arm?" "raising it above the head").
+ARM_TEXT = {"raised": "raising it above the head", "down": "letting it hang down",
+            "side": "stretching it out to the side", "hip": "resting the hand on the hip",
+            "reaching": "reaching out to an object"}
+EFFECTOR_TEXT = {"hand_l": "left hand", "hand_r": "right hand", "foot_l": "left foot", "foot_r": "right foot",
+                 "head": "head"}
+
 assert len(FRAC_NAMES) == len(FRAC_BINS) + 1
 assert [f for kind in KINDS for f in KIND_FIELDS[kind]] == list(FIELDS)

@@ -19,9 +19,8 @@ from typing import Any, Sequence
 import torch
 
 from bench.format import Sample
-from bench.entities import (AIRBORNE_NAMES, ARM_CLASSES, COLOUR_NAMES, CONTACT_KEYS, FIELDS, FRAC_NAMES, HAT_NAMES,
-                            OBJECT_KINDS, POSTURES)
-from bench.synth.tasks_mvn import ARM_TEXT, EFFECTOR_TEXT  # the questions' phrasing (not schema): to be moved
+from bench.entities import (AIRBORNE_NAMES, ARM_CLASSES, ARM_TEXT, COLOUR_NAMES, CONTACT_KEYS, EFFECTOR_TEXT, FIELDS,
+                            FRAC_NAMES, HAT_NAMES, OBJECT_KINDS, POSTURES)
 
 _WORD = re.compile(r"[a-z]+|\d+")
 PAD, UNK, CLS = 0, 1, 2

@@ -15,7 +15,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -192,3 +192,35 @@ class FeatureCache:
             index={p: row_of[d] for p, d in zip(unique, hashes)},
             sizes={p: _image_hw(p) for p in unique},
         )
+
+
+@torch.no_grad()
+def fill_together(caches: Sequence[FeatureCache], image_paths: Iterable[str | Path],
+                  desc: str = "encoding images") -> int:
+    """Encode the images that any of ``caches`` lacks with ONE pass of their shared tower per batch
+    (``model.backbone.encode_levels``: the caches' encoders wrap one tower at different levels),
+    writing each cache's entry; afterwards ``cache.table`` of each finds them all. Returns how
+    many images were encoded."""
+    from model.backbone import encode_levels
+    first = caches[0]
+    for cache in caches[1:]:
+        cache._hash_memo = first._hash_memo  # hash each image file once
+    unique = list(dict.fromkeys(str(Path(p).resolve()) for p in image_paths))
+    todo = {}
+    for path in unique:
+        digest = first._content_hash(Path(path))
+        if digest not in todo and any(not c._entry_path(digest).is_file() for c in caches):
+            todo[digest] = path
+    missing = [(p, d) for d, p in todo.items()]
+    bar = tqdm(total=len(missing), desc=desc, unit="img", disable=None if missing else True)
+    cfg = first.encoder.cfg
+    for start in range(0, len(missing), first.batch_size):
+        chunk = missing[start:start + first.batch_size]
+        images = torch.stack([load_image_tensor(p, cfg.image_size, cfg.mean, cfg.std) for p, _ in chunk])
+        for cache, out in zip(caches, encode_levels([c.encoder for c in caches], images)):
+            cache.n_encoded += len(chunk)
+            for row, (_, digest) in enumerate(chunk):
+                cache._write(digest, out["patch_tokens"][row], out["pooled"][row])
+        bar.update(len(chunk))
+    bar.close()
+    return len(missing)

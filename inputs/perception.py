@@ -24,7 +24,7 @@ from bench.format import Benchmark
 from bench.entities import FIELDS
 from common.config import from_dict, to_dict
 from inputs.entity_batch import CONTACT_WIDTH, image_stem
-from inputs.features import FeatureCache
+from inputs.features import FeatureCache, fill_together
 from model.config import BackboneConfig
 from model.perception import PerceptionConfig, PerceptionHeads
 
@@ -115,7 +115,10 @@ def benchmark_images(bench: Benchmark) -> list[tuple[str, str, str]]:
 
 def features(caches: LevelCaches, paths: list[str]) -> tuple[torch.Tensor, torch.Tensor | None,
                                                               dict[str, tuple[int, int]]]:
-    """The patch tokens of ``paths`` at both levels (the finer one None without it), and each image's size."""
+    """The patch tokens of ``paths`` at both levels (the finer one None without it), and each image's
+    size. An image either cache lacks is encoded once for both levels (``fill_together``)."""
+    if caches.fine is not None:
+        fill_together([caches.coarse, caches.fine], paths, desc="encoding images (both levels)")
     table = caches.coarse.table(paths, desc="features")
     rows = torch.tensor([table.index[p] for p in paths])
     fine = None

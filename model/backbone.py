@@ -8,8 +8,9 @@ pixels [j/gw*W, (j+1)/gw*W) x [i/gh*H, (i+1)/gh*H) of the original W x H image.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from typing import Dict
+from typing import Dict, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -64,20 +65,35 @@ class FrozenClipBackbone(nn.Module):
                 the tower's tokens.
             "pooled": (N, E) the tower's pooled (projected) embedding, E = pooled_dim.
         """
-        layer = self.cfg.patch_layer % self.num_blocks
-        early = self.cfg.pooled_source == "patch_mean"
-        # patch_mean stops the tower after `layer`: an early layer then costs a fraction of
-        # the full forward, and the pooled vector is the mean patch token of that layer.
-        out = self.visual.forward_intermediates(
-            images, indices=[layer], normalize_intermediates=self.cfg.normalize_patches,
-            output_fmt="NCHW", stop_early=early, intermediates_only=early,
-        )
-        grid = (out["image_intermediates"] if isinstance(out, dict) else out)[0]  # (N, C, gh, gw)
+        return encode_levels([self], images)[0]
+
+
+@torch.no_grad()
+def encode_levels(towers: Sequence[FrozenClipBackbone], images: torch.Tensor) -> list[Dict[str, torch.Tensor]]:
+    """What each of ``towers`` returns for ``images`` (``FrozenClipBackbone.forward``), from ONE pass
+    of the image tower: they must wrap the same tower and differ only in ``patch_layer``."""
+    first = towers[0]
+    if any(t.visual is not first.visual or dataclasses.replace(t.cfg, patch_layer=first.cfg.patch_layer) != first.cfg
+           for t in towers):
+        raise ValueError("encode_levels: the towers must share one image tower and differ only in patch_layer")
+    cfg = first.cfg
+    layers = [t.cfg.patch_layer % t.num_blocks for t in towers]
+    early = cfg.pooled_source == "patch_mean"
+    # patch_mean stops the tower after the deepest level asked: an early layer then costs a
+    # fraction of the full forward, and the pooled vector is the mean patch token of that level.
+    out = first.visual.forward_intermediates(
+        images, indices=sorted(set(layers)), normalize_intermediates=cfg.normalize_patches,
+        output_fmt="NCHW", stop_early=early, intermediates_only=early,
+    )
+    grids = dict(zip(sorted(set(layers)), out["image_intermediates"] if isinstance(out, dict) else out))
+    results = []
+    for layer in layers:
+        grid = grids[layer]  # (N, C, gh, gw)
         pooled = grid.mean((2, 3)) if early else out["image_features"]
-        if self.cfg.pool_grid and self.cfg.pool_grid < grid.shape[-1]:
-            grid = F.adaptive_avg_pool2d(grid, self.cfg.pool_grid)
-        tokens = grid.flatten(2).transpose(1, 2)
-        return {"patch_tokens": tokens, "pooled": pooled}
+        if cfg.pool_grid and cfg.pool_grid < grid.shape[-1]:
+            grid = F.adaptive_avg_pool2d(grid, cfg.pool_grid)
+        results.append({"patch_tokens": grid.flatten(2).transpose(1, 2), "pooled": pooled})
+    return results
 
 
 def tower_levels(visual: nn.Module) -> list[tuple[int, int]]:

@@ -38,12 +38,6 @@ PACKAGES = ("common", "bench", "model", "inputs", "training", "pretrain", "eval"
 TRAINING_MAY_IMPORT_EVAL = {"training/run.py"}
 
 
-def imported_names(path: Path) -> set[tuple[str, str]]:
-    """Every (module, name) of a ``from module import name`` in a file, at any depth."""
-    return {(node.module, alias.name) for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
-            if isinstance(node, ast.ImportFrom) and node.module and not node.level for alias in node.names}
-
-
 def imported_modules(path: Path) -> set[str]:
     """Every module a file imports, at any depth (function bodies included), as dotted names."""
     found = set()
@@ -185,32 +179,13 @@ def test_model_reads_no_file():
     assert found == []
 
 
-# The imports from the generator (bench.synth) left in inputs/, model/ and training/: none is the
-# entity schema (bench.entities). (file, module) -> the names it may import.
-GENERATOR_IMPORTS_ALLOWED = {
-    # the questions' phrasing of arm states and effectors (words of the vocabulary), not schema:
-    # to leave the generator with the questions' words
-    ("inputs/entity_batch.py", "bench.synth.tasks_mvn"): {"ARM_TEXT", "EFFECTOR_TEXT"},
-    # the shipped tower's closed caption vocabulary (a tokenizer: code, not schema), lazily
-    ("inputs/clip_text.py", "bench.synth.captions"): {"CaptionTokenizer"},
-    # train.py generates the benchmark when the data folder lacks it, lazily
-    ("training/datamodule.py", "bench.synth.config"): {"SynthConfig"},
-    ("training/datamodule.py", "bench.synth.generate"): {"generate"},
-}
-
-
-def test_inputs_model_and_training_read_the_entity_schema_from_bench_entities_not_the_generator(graph):
-    found = set()
-    for package in ("inputs", "model", "training"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            file = str(path.relative_to(ROOT))
-            bare = {m for m in graph[file] if m == "bench.synth" or m.startswith("bench.synth.")}
-            named = {(m, n) for m, n in imported_names(path) if m in bare}
-            assert {m for m, _ in named} == bare, f"{file} imports a generator module whole: {bare}"
-            found |= {(file, m, n) for m, n in named}
-    allowed = {(f, m, n) for (f, m), names in GENERATOR_IMPORTS_ALLOWED.items() for n in names}
-    assert sorted(found - allowed) == [], "import these from bench.entities (the schema), or move them there"
-    assert sorted(allowed - found) == [], "an allowed import is gone: drop it from GENERATOR_IMPORTS_ALLOWED"
+def test_inputs_model_and_training_never_import_the_generator(graph):
+    """The entity schema and the questions' class words are bench.entities; a missing benchmark is
+    generated through bench.generated: inputs/, model/ and training/ import nothing of bench.synth."""
+    found = sorted(f"{path.relative_to(ROOT)}: {m}" for package in ("inputs", "model", "training")
+                   for path in sorted((ROOT / package).rglob("*.py"))
+                   for m in graph[str(path.relative_to(ROOT))] if m == "bench.synth" or m.startswith("bench.synth."))
+    assert found == []
 
 
 def test_the_schema_imports_nothing_from_the_generator(graph):

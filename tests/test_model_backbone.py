@@ -1,6 +1,7 @@
 """Frozen open_clip backbone (tiny custom ViT, no download)."""
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -73,3 +74,35 @@ def test_pretrained_names_a_folder_a_file_or_an_open_clip_tag(tmp_path):
     weights.write_bytes(b"")
     assert locate_pretrained(str(weights)) == weights.resolve()
     assert locate_pretrained("checkpoints/backbone/synthclip-cnn16").name == "synthclip-cnn16"
+
+
+def test_both_levels_come_from_one_pass_and_fill_both_caches(tmp_path):
+    """encode_levels gives each level what its own forward gives; fill_together writes both
+    caches from one pass per batch, so their tables then encode nothing."""
+    from inputs.backbone import load_clip, tower_from_clip
+    from inputs.features import FeatureCache, fill_together
+    from model.backbone import encode_levels
+    from PIL import Image
+    cfg = tiny_backbone_config()
+    with pytest.warns(UserWarning):
+        clip = load_clip(cfg, None)
+    coarse = tower_from_clip(clip, cfg, None)
+    fine = tower_from_clip(clip, dataclasses.replace(cfg, patch_layer=0), None)
+    images = torch.randn(3, 3, 32, 32)
+    both = encode_levels([coarse, fine], images)
+    for tower, got in zip((coarse, fine), both):
+        want = tower(images)
+        torch.testing.assert_close(got["patch_tokens"], want["patch_tokens"])
+        torch.testing.assert_close(got["pooled"], want["pooled"])
+    with pytest.raises(ValueError, match="share one image tower"):
+        encode_levels([coarse, tower_from_clip(load_clip(cfg, None), cfg, None)], images)
+    paths = []
+    for i in range(5):
+        paths.append(tmp_path / f"im{i}.png")
+        Image.fromarray((np.random.default_rng(i).random((32, 32, 3)) * 255).astype("uint8")).save(paths[-1])
+    caches = [FeatureCache(tmp_path / "cache", coarse), FeatureCache(tmp_path / "cache", fine)]
+    assert fill_together(caches, paths) == 5 and fill_together(caches, paths) == 0
+    alone = FeatureCache(tmp_path / "alone", fine).table(paths)
+    table = caches[1].table(paths)
+    assert caches[1].n_encoded == 5  # by fill_together; table() found every entry
+    torch.testing.assert_close(table.patch_tokens, alone.patch_tokens)

@@ -1,6 +1,7 @@
 """Each task's verifier on hand-built observation tables with a known answer."""
 from __future__ import annotations
 
+from bench.entities import ARM_TEXT
 from bench.synth import tasks_mvn as mvn
 from bench.synth import tasks_svs as svs
 from bench.synth.options import NOTA
@@ -86,7 +87,7 @@ def test_limb_contact_and_limb_occlusion():
     res = _check("limb_contact", table, facts, parts[:4], "right hand", ["cam0", "cam2"])
     assert res["svi"] and res["cvr"] and res["minimal"]
 
-    states = list(mvn.ARM_TEXT.values())
+    states = list(ARM_TEXT.values())
     occ = {"cam0": {"ident": True, "arm": False}, "cam1": {"ident": True, "arm": True},
            "cam2": {"ident": False, "arm": True}, "cam3": {"ident": True, "arm": False}}
     facts = {"mark_view": "cam0", "truth": states[0], "domain": states}

@@ -15,6 +15,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from bench.format import Benchmark, load_benchmark
+from bench.generated import ensure_generated
 from bench.protocol import ProtocolConfig, plan_queries
 from inputs.entity_batch import WordVocab
 from inputs.entity_records import locate_perception, split_records
@@ -25,24 +26,7 @@ SPLITS = ("train", "val", "test")
 
 def ensure_benchmark(cfg: TrainConfig) -> Path:
     """The benchmark folder; generated from ``data.generate_config`` when a split is missing."""
-    root = Path(cfg.data.bench_dir)
-    if all((root / s / "benchmark.json").is_file() or (root / s / "benchmark.jsonl").is_file() for s in SPLITS):
-        return root
-    if not cfg.data.generate_config:
-        raise FileNotFoundError(f"{root} lacks a train/val/test split and data.generate_config is empty")
-    from common.config import load_config
-    from bench.synth.config import SynthConfig
-    from bench.synth.generate import generate
-    synth_cfg = load_config(SynthConfig, cfg.data.generate_config)  # a bad file: ConfigError naming it
-    print(f"[train] generating the synthetic benchmark into {root} ({cfg.data.generate_config}) ...", flush=True)
-    try:
-        summary = generate(synth_cfg, root)
-    except FileExistsError:  # generate() refuses before writing anything
-        raise FileExistsError(f"{root} exists but lacks a train/val/test split; remove it to generate the benchmark "
-                              f"there, or point data.bench_dir elsewhere") from None
-    print(f"[train] generated {summary['n_questions']} questions, {summary['unique_images']} images "
-          f"in {summary['seconds']} s", flush=True)
-    return root
+    return ensure_generated(cfg.data.bench_dir, cfg.data.generate_config, SPLITS, key="data.generate_config")
 
 
 def protocol_view_sets(bench: Benchmark, settings: list[str], seed: int) -> list[ViewSet]:

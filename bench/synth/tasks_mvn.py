@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from bench.entities import EFFECTORS
+from bench.entities import ARM_TEXT, EFFECTOR_TEXT, EFFECTORS
 from bench.synth.body import ARM_STATES
 from bench.synth.options import categorical_options, numeric_options
 from bench.synth.tasks_common import (MAX_COUNT, Candidate, TaskContext, compatible, contact_values, count_domain,
@@ -23,11 +23,6 @@ QUESTIONS = {
     "limb_occlusion": "What is the person marked 1 doing with their {side} arm?",
     "action_count": "How many people in the scene have at least one hand raised?",
 }
-ARM_TEXT = {"raised": "raising it above the head", "down": "letting it hang down",
-            "side": "stretching it out to the side", "hip": "resting the hand on the hip",
-            "reaching": "reaching out to an object"}
-EFFECTOR_TEXT = {"hand_l": "left hand", "hand_r": "right hand", "foot_l": "left foot", "foot_r": "right foot",
-                 "head": "head"}
 SIDE_TEXT = {"l": "left", "r": "right"}
 COUNTS = [str(k) for k in range(MAX_COUNT + 1)]  # the count domain of scenes of up to 12 people
 

@@ -15,11 +15,13 @@ that is announced loudly at construction and written into every prediction's ``m
 """
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.constants import LETTERS
 from eval.adapters.base import ModelAdapter, Request, Response, throughput
@@ -96,11 +98,9 @@ class ClipZeroShot(ModelAdapter):
 
     def _build_folder(self, folder: Path, load) -> None:
         """A local open_clip folder; its config may name the caption tokenizer it was trained with."""
-        import json
 
         from open_clip.transform import PreprocessCfg, image_transform_v2
 
-        from inputs.clip_text import folder_tokenizer
         try:
             model = load(folder).to(self.device)
         except Exception as err:
@@ -168,3 +168,17 @@ class ClipZeroShot(ModelAdapter):
             while len(cache) > self.args.cache_size:
                 cache.popitem(last=False)
         return torch.stack(rows)
+
+
+def folder_tokenizer(folder: Path) -> Any:
+    """The tokenizer an open_clip folder was trained with: the closed caption vocabulary named
+    in its open_clip_config.json (the shipped tower; unknown words dropped), else open_clip's."""
+    import open_clip
+
+    from bench.synth.captions import CaptionTokenizer
+    spec = json.loads((Path(folder) / "open_clip_config.json").read_text()).get("tokenizer")
+    if not spec:
+        return open_clip.get_tokenizer(f"local-dir:{folder}")
+    if spec.get("class") != "bench.synth.captions.CaptionTokenizer":
+        raise ValueError(f"{folder}/open_clip_config.json: unknown tokenizer class {spec.get('class')!r}")
+    return CaptionTokenizer(spec["vocab"], spec["context_length"], drop_unknown=True)
