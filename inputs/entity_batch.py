@@ -125,10 +125,10 @@ def load_entity_labels(bench_dir: str | Path, split: str, allow_eval_splits: boo
 
 
 def load_predicted_records(path: str | Path) -> dict[str, list[dict]]:
-    """Image path (relative to its split) -> predicted entity records (``scripts.fit_perception``)."""
+    """Image path (relative to its split) -> predicted entity records (``pretrain.perception``)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing; write predicted records with python -m scripts.fit_perception")
+        raise FileNotFoundError(f"{path}: missing; write predicted records with python -m pretrain.perception")
     out = {}
     with gzip.open(path, "rt") as fh:
         for line in fh:

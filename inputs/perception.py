@@ -7,7 +7,7 @@ cached levels, in the record format of ``bench.entities``.
 
 A perception folder holds the heads' weights (``perception.safetensors``) and what they were
 fitted on (``perception.json``: the tower's config, the finer level, the heads' config), both
-written by ``python -m scripts.fit_perception``. The tower is never re-run on an image it has
+written by ``python -m pretrain.perception``. The tower is never re-run on an image it has
 encoded: both levels are read through their feature caches.
 """
 from __future__ import annotations
@@ -69,7 +69,7 @@ def read_settings(folder: str | Path) -> tuple[BackboneConfig, int, PerceptionCo
     folder = Path(folder)
     for name in (WEIGHTS, SETTINGS):
         if not (folder / name).is_file():
-            raise FileNotFoundError(f"{folder / name}: missing; python -m scripts.fit_perception writes it")
+            raise FileNotFoundError(f"{folder / name}: missing; python -m pretrain.perception writes it")
     try:
         raw = json.loads((folder / SETTINGS).read_text())
         return (from_dict(BackboneConfig, raw["backbone"], path="backbone"), int(raw["fine_layer"]),

@@ -214,16 +214,11 @@ def model_at_revision(rev: str, cfg: EntityReasonerConfig, class_words: dict, st
 # -- timing ---------------------------------------------------------------------------------------------------
 
 def fit_loss():
-    """The entity fit's loss, (out, batch) -> scalar: ``training.entity_fit.losses`` or, where the fit's
-    criterion lives in ``training.losses``, ``EntityCriterion`` with the default weights."""
-    try:
-        from training.entity_fit import EntityFitConfig, losses
-        return lambda out, batch: losses(out, batch, EntityFitConfig())["loss"]
-    except ImportError:
-        from training.config import LossConfig
-        from training.losses import EntityCriterion
-        criterion = EntityCriterion(LossConfig())
-        return lambda out, batch: criterion(out, batch)["loss"]
+    """The training loss, (out, batch) -> scalar: ``training.losses.EntityCriterion`` with the default weights."""
+    from training.config import LossConfig
+    from training.losses import EntityCriterion
+    criterion = EntityCriterion(LossConfig())
+    return lambda out, batch: criterion(out, batch)["loss"]
 
 
 def train_step(model: torch.nn.Module, batch: dict, loss=None) -> None:

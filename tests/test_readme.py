@@ -157,6 +157,6 @@ def test_readme_inline_repo_paths_exist():
     missing = [p for p in named
                if REPO_PATH.search(p) and not PLACEHOLDER.search(p) and "*" not in p and not (ROOT / p).exists()]
     modules = [m for span in spans for m in re.findall(r"python -m ([\w.]+)", span)]
-    assert "scripts.probe_ceiling" in modules
+    assert "scripts.ablate" in modules
     missing += [f"python -m {m}" for m in modules if importlib.util.find_spec(m) is None]
     assert missing == []

@@ -2,7 +2,6 @@
 readout loads strictly into the backbone and appends its probabilities to the patch tokens."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -89,22 +88,3 @@ def test_corpus_is_seeded_and_apart_from_every_other_stream(tmp_path):
     counts = a["targets"][..., -1].long()
     assert (counts == counts[:, :1]).all()
     np.testing.assert_array_less(-1, counts.numpy())
-
-
-
-def test_cnn_probe_trains_on_a_corpus_and_reports_each_block(tmp_path):
-    """scripts/probe_readout_cnn.py: held-out scenes stay out of training; figures per block,
-    with the whole-body-visible subsets beside them."""
-    import scripts.probe_readout_cnn as probe
-    cfg = ReadoutCorpusConfig(bench_config=str(ROOT / "configs/bench/default.yaml"), n_spatial=3, n_temporal=0,
-                              workers=1)
-    build_corpus(cfg, 160, tmp_path / "corpus.pt", progress=False)
-    out = tmp_path / "cnn.json"
-    assert probe.main(["--corpus", str(tmp_path / "corpus.pt"), "--held-out-scenes", "1", "--epochs", "1",
-                       "--batch-size", "4", "--out", str(out)]) == 0
-    result = json.loads(out.read_text())
-    data = torch.load(tmp_path / "corpus.pt", weights_only=True)
-    assert result["held_out_images"] == int((data["scene"] < 1).sum()) > 0
-    assert result["train_images"] == len(data["scene"]) - result["held_out_images"]
-    assert {"person", "posture", "posture_visible", "count"} <= set(result["cnn"])
-    assert all(0 <= fig["acc"] <= 100 for fig in result["cnn"].values())
