@@ -74,3 +74,17 @@ def test_each_tower_is_read_where_its_heads_were_trained():
         build_backbone(BackboneConfig(arch="synthclip-s16", pretrained=vit, patch_layer=3))
     assert build_backbone(folder_config(vit)).grid_size == (10, 10)
     assert folder_config(vit).patch_layer == -1 and folder_config(str(TOWER)).patch_layer == 3
+
+
+def test_the_shipped_perception_heads_match_their_card_and_load_on_the_shipped_tower(tmp_path):
+    from inputs.perception import level_caches, load_perception, read_settings
+    folder = ROOT / "checkpoints/perception/synthclip-cnn16-heads"
+    weights = folder / "perception.safetensors"
+    card = (folder / "MODEL_CARD.md").read_text()
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() in card
+    assert weights.stat().st_size + sum(p.stat().st_size for p in (ROOT / "checkpoints/backbone").rglob("*.safetensors")) \
+        < 25 * 1024 * 1024
+    backbone, fine_layer, heads_cfg = read_settings(folder)
+    assert Path(backbone.pretrained) == Path("checkpoints/backbone/synthclip-cnn16") and fine_layer == 2
+    heads = load_perception(folder, level_caches(backbone, tmp_path / "cache", fine_layer), heads_cfg)
+    assert not heads.training and sum(p.numel() for p in heads.parameters()) > 0
