@@ -48,13 +48,9 @@ def perception_hash(folder: str | Path) -> str:
     return h.hexdigest()
 
 
-def _bench_file(bench: Benchmark) -> Path:
-    return Path(bench.file)
-
-
 def records_path(bench: Benchmark, perception_sha: str, cache_dir: str | Path) -> Path:
     """Where the predicted records of ``bench`` by the perception of ``perception_sha`` are cached."""
-    split_sha = hashlib.sha256(_bench_file(bench).read_bytes()).hexdigest()
+    split_sha = hashlib.sha256(Path(bench.file).read_bytes()).hexdigest()
     return Path(cache_dir) / RECORDS_DIR / perception_sha[:16] / f"{split_sha[:16]}.jsonl.gz"
 
 

@@ -113,7 +113,9 @@ class EntityDataModule(L.LightningDataModule):
         root = Path(data.bench_dir)
         train = _limit(load_benchmark(root / "train", check_images=False), data.limit_train)
         val = _limit(load_benchmark(root / "val", check_images=False), data.limit_val)
-        vocab = self.load_vocab()
+        if self.vocab is None:  # the train split is loaded already: no second read for the vocabulary
+            self.vocab = build_vocab(train)
+        vocab = self.vocab
         self.train_set = EntityViewSetDataset(train, self.records("train", train), vocab, augment=self.cfg.augment,
                                               seed=self.cfg.seed)
         val_sets = protocol_view_sets(val, self.cfg.eval.val_settings, self.cfg.eval.seed)
