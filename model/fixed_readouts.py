@@ -15,7 +15,18 @@ MAX_COUNT = 16
 # per-frame events counted over time: (field, class + 1); arm classes: bench.entities.ARM_CLASSES
 EVENTS = (("airborne", 2), ("arm_l", 6), ("arm_r", 6), ("arm_l", 4), ("arm_r", 4))
 HAND_ACTION_CLASSES = (("arm_l", 4), ("arm_r", 4), ("arm_l", 6), ("arm_r", 6))  # inputs.entity_batch.HAND_ACTIONS
+AIRBORNE = 2  # the field value (class + 1) of bench.entities.AIRBORNE_NAMES "airborne"
 EARLY = 0.2  # the weight of each later frame, when a read-out asks what comes first
+
+
+def shared_words(words: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(B, O, L) bool: the word is in every valid option of its sample ("from", "the", "to" of
+    "from the X to the Y"), so it cannot tell the options apart. Never a whole option's words."""
+    same = words[:, :, :, None, None] == words[:, None, None, :, :]  # (B, O, L, O', L')
+    in_option = same.any(-1) | ~valid[:, None, None, :]  # (B, O, L, O'): in option O' (or O' is padding)
+    shared = in_option.all(-1) & (words != 0)
+    whole = shared.sum(-1, keepdim=True) == (words != 0).sum(-1, keepdim=True)
+    return shared & ~whole
 
 
 class FixedReadouts:
@@ -24,16 +35,18 @@ class FixedReadouts:
     def tied(self, batch: dict, q: torch.Tensor, p: torch.Tensor, p_set: torch.Tensor, distinct: torch.Tensor,
              geo: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
         """(B, O) the tied read-out term: tied_scale * sum over read-outs r of gate_r * cos(read-out r,
-        the option's mean word embedding). The question's CLS gates which read-out it asks for. With
+        the option's mean word embedding, without the words every option of the sample holds). The
+        question's CLS gates which read-out it asks for. With
         ``to_word``, an option "X to Y" scores the trajectory read-out as cos(start, X) + cos(end, Y)."""
         readouts, ends = self.readouts(batch, p, p_set, distinct, geo, known)  # (B, R, d), (B, 2, d)
         gate = torch.softmax(self.readout_gate(q[:, 0]), -1)  # which read-out the question asks for
         words = batch["option_ids"].clone()
         words[..., 0] = 0  # the option's words, without its CLS
-        option_words = F.normalize(self._phrase(words), dim=-1)
+        shared = shared_words(words, batch["option_valid"])  # "from", "the", "to": they tell no option apart
+        option_words = F.normalize(self._phrase(words.masked_fill(shared, 0)), dim=-1)
         cos = torch.einsum("bod,brd->bor", option_words, F.normalize(readouts, dim=-1))  # (B, O, R)
         if self.cfg.to_word:
-            start, end, split = self.path_words(words)
+            start, end, split = self.path_words(words, shared)
             ends = F.normalize(ends, dim=-1)
             path = ((F.normalize(start, dim=-1) * ends[:, None, 0]).sum(-1)
                     + (F.normalize(end, dim=-1) * ends[:, None, 1]).sum(-1))  # (B, O)
@@ -41,12 +54,14 @@ class FixedReadouts:
             cos = torch.where(at & split.unsqueeze(-1), path.unsqueeze(-1), cos)
         return self.tied_scale * (cos * gate.unsqueeze(1)).sum(-1)
 
-    def path_words(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def path_words(self, words: torch.Tensor, drop: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """An option's words before and after its first ``to_word`` ("from the red box" / "the blue
-        ball"), each as a mean word embedding (..., d), and whether it has both parts (...,)."""
+        ball"), without the words ``drop`` marks, each as a mean word embedding (..., d), and whether
+        it has both parts (...,)."""
         is_to = words == self.cfg.to_word
         at = torch.where(is_to.any(-1), is_to.int().argmax(-1), words.shape[-1]).unsqueeze(-1)
         i = torch.arange(words.shape[-1], device=words.device)
+        words = words.masked_fill(drop, 0)
         before, after = words.masked_fill(i >= at, 0), words.masked_fill(i <= at, 0)
         return self._phrase(before), self._phrase(after), (before != 0).any(-1) & (after != 0).any(-1)
 
@@ -56,7 +71,7 @@ class FixedReadouts:
         start and end apart (the read-out holds their sum): per categorical field the
         pointed entities' classes; their mark labels; the distinct count; the number of frames
         on which a person of the pointed set shows each of ``EVENTS``; per effector the objects a
-        pointed person's effector overlaps; the effector that overlaps the pointed objects; the
+        pointed person's effector overlaps; the effector that touches the pointed objects; the
         hand action the pointed set shows first; the objects nearest to where the pointed set is
         first and last seen on the floor; the posture it shows first and last. ``p``: the pointer (these views, these moments);
         ``p_set``: every sighting of the pointed entities."""
@@ -87,12 +102,7 @@ class FixedReadouts:
         desc = self._phrase(self.descriptor_words)  # (D, d)
         touched = (wp[..., None, None] * contact).sum(1) / wp.sum(1).clamp_min(1e-3)[:, None, None]  # (B, X, D)
         out += list((touched @ desc).unbind(1))
-        obj = p * (batch["kind"] == 1) * mask
-        n_kind = int(getattr(self, f"class_words_{self.fields.index('object_kind')}").shape[0])
-        kind = F.one_hot((fields[..., self.fields.index("object_kind")] - 1).clamp_min(0), n_kind).float()
-        colour = F.one_hot((fields[..., self.fields.index("object_colour")] - 1).clamp_min(0), n_d - n_kind).float()
-        pointed_obj = (obj.unsqueeze(-1) * torch.cat([kind, colour], -1)).sum(1)  # (B, D)
-        overlap = ((wp[..., None, None] * contact).sum(1) * pointed_obj.unsqueeze(1)).sum(-1)  # (B, X)
+        overlap = self.touching_effector(batch, p, wp)  # (B, X)
         eff = self._phrase(self.effector_words)  # (X, d)
         out.append(overlap @ eff / overlap.sum(-1, keepdim=True).clamp_min(1e-3))
         early = EARLY ** torch.arange(n_f, device=p.device, dtype=p.dtype)  # (T,)
@@ -110,12 +120,31 @@ class FixedReadouts:
             out.append(w / w.sum(-1, keepdim=True).clamp_min(1e-6) @ table)
         return torch.stack(out, 1), torch.stack([start, end], 1)
 
+    def touching_effector(self, batch: dict, p: torch.Tensor, wp: torch.Tensor) -> torch.Tensor:
+        """(B, X) how much each effector of the pointed persons (``wp``) touches the pointed objects
+        (``p``): its overlaps with them minus its separations from them, summed over the sightings,
+        clamped at 0. An effector that touches an object overlaps it in every view that shows both;
+        one that passes in front of it in one view is apart from it in another."""
+        mask, fields = batch["entity_mask"], batch["fields"]
+        n_d = self.n_descriptor
+        contact = batch["contact"].view(*mask.shape, self.n_effectors, 2, n_d)  # (B, E, X, overlap/apart, D)
+        obj = p * (batch["kind"] == 1) * mask
+        n_kind = int(getattr(self, f"class_words_{self.fields.index('object_kind')}").shape[0])
+        kind = F.one_hot((fields[..., self.fields.index("object_kind")] - 1).clamp_min(0), n_kind).float()
+        colour = F.one_hot((fields[..., self.fields.index("object_colour")] - 1).clamp_min(0), n_d - n_kind).float()
+        pointed_obj = (obj.unsqueeze(-1) * torch.cat([kind, colour], -1)).sum(1)  # (B, D)
+        net = contact[..., 0, :] - contact[..., 1, :]  # (B, E, X, D)
+        return ((wp[..., None, None] * net).sum(1) * pointed_obj.unsqueeze(1)).sum(-1).clamp_min(0)
+
     def _trajectory(self, batch: dict, wp: torch.Tensor, geo: torch.Tensor, known: torch.Tensor,
                     at_frame: torch.Tensor, early: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, d) twice: the kind and colour words of the objects nearest to the pointed person's
-        floor point on the first frames it is seen (the start), and on the last frames (the end)."""
+        floor point on the first frames it is seen (the start), and on the last frames (the end).
+        Sightings off the floor (``airborne``) are left out: their box bottom is not on the floor, so
+        the floor point read from it is too far from the camera."""
         mask, fields = batch["entity_mask"], batch["fields"]
-        w = (wp * known).unsqueeze(-1) * at_frame  # (B, E, T)
+        grounded = fields[..., self.fields.index("airborne")] != AIRBORNE
+        w = (wp * known * grounded).unsqueeze(-1) * at_frame  # (B, E, T)
         seen = w.sum(1)  # (B, T)
         where = (w.unsqueeze(-1) * geo[..., :2].unsqueeze(2)).sum(1) / seen.unsqueeze(-1).clamp_min(1e-3)  # (B, T, 2)
         seen = seen.clamp(max=1.0)

@@ -218,18 +218,29 @@ def test_the_trajectory_read_out_names_the_objects_at_either_end(split):
     geo[0, end, :2] = torch.tensor([2.0, 2.0])
     geo[0, mine & (frame == first), :2] = torch.tensor([0.05, 0.0])
     geo[0, mine & (frame == last), :2] = torch.tensor([1.95, 2.0])
-    geo[0, mine & (frame != first) & (frame != last), :2] = torch.tensor([1.0, 1.0])
+    geo[0, mine & (frame != first) & (frame != last), :2] = torch.tensor([0.5, 0.5])
+    airborne = model.fields.index("airborne")
+    batch["fields"][0, mine, airborne] = 1  # on the floor
     known = mask.unsqueeze(0).clone()
     at_frame = torch.nn.functional.one_hot(batch["frame"], int(frame.max()) + 1).float() * batch["entity_mask"].unsqueeze(-1)
     early = 0.2 ** torch.arange(at_frame.shape[-1], dtype=torch.float32)
+    fields, names = batch["fields"][0], model.fields
+    k, c = names.index("object_kind"), names.index("object_colour")
+    desc = lambda e: model._class_table(k)[fields[e, k] - 1] + model._class_table(c)[fields[e, c] - 1]  # noqa: E731
+    cos = torch.nn.functional.cosine_similarity
     with torch.no_grad():
         got_start, got_end = (e[0] for e in model._trajectory(batch, mine.unsqueeze(0).float(), geo, known, at_frame,
                                                               early))
-        fields, names = batch["fields"][0], model.fields
-        k, c = names.index("object_kind"), names.index("object_colour")
-        desc = lambda e: model._class_table(k)[fields[e, k] - 1] + model._class_table(c)[fields[e, c] - 1]  # noqa: E731
-    cos = torch.nn.functional.cosine_similarity
-    assert cos(got_start, desc(int(start)), dim=0) > 0.99 and cos(got_end, desc(int(end)), dim=0) > 0.99
+        assert cos(got_start, desc(int(start)), dim=0) > 0.99 and cos(got_end, desc(int(end)), dim=0) > 0.99
+        # off the floor on the first frame, the person's box says it is by the end object: that sighting is left out
+        jump = mine & (frame == first)
+        geo[0, jump, :2] = torch.tensor([1.95, 2.0])
+        batch["fields"][0, jump, airborne] = 2
+        got_start, _ = (e[0] for e in model._trajectory(batch, mine.unsqueeze(0).float(), geo, known, at_frame, early))
+        assert cos(got_start, desc(int(start)), dim=0) > 0.99
+        batch["fields"][0, jump, airborne] = 1  # the same sighting on the floor: the start is the end object
+        got_start, _ = (e[0] for e in model._trajectory(batch, mine.unsqueeze(0).float(), geo, known, at_frame, early))
+        assert cos(got_start, desc(int(end)), dim=0) > 0.99
 
 
 def test_set_count_questions_carry_their_number(bench_dir):
@@ -425,6 +436,26 @@ def test_a_path_option_scores_its_start_and_its_end_apart():
     assert abs(float(learned_only[0] - learned_only[1])) < 0.2 * float(right[0] - right[1])
 
 
+def test_the_touching_effector_overlaps_in_every_view():
+    """The left hand touches the red box: it overlaps it in both cameras. The right foot passes in
+    front of it in camera 0 only and is apart from it in camera 1: it does not touch it."""
+    from inputs.entity_batch import COLOUR_NAMES, OBJECT_KINDS, contact_vector
+    from bench.entities import CONTACT_KEYS
+    batch, vocab = _path_batch()
+    box = (OBJECT_KINDS.index("box"), COLOUR_NAMES.index("red"))
+    hand_l, foot_r = CONTACT_KEYS.index("hand_l"), CONTACT_KEYS.index("foot_r")
+    person = (batch["kind"] == 0) & batch["entity_mask"]
+    for e in torch.nonzero(person[0]).flatten().tolist():
+        overlap = int(batch["view"][0, e]) == 0
+        batch["contact"][0, e] = torch.tensor(contact_vector([[hand_l, *box, 1], [foot_r, *box, int(overlap)]]))
+    red_box = batch["fields"][0, :, list(FIELDS).index("object_colour")] == COLOUR_NAMES.index("red") + 1
+    p = (person[0] | red_box).float().unsqueeze(0)
+    model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2), vocab.class_words())
+    touch = model.touching_effector(batch, p, p * person)[0]
+    assert int(touch.argmax()) == hand_l and float(touch[hand_l]) > 0
+    assert float(touch[foot_r]) == 0.0 and float(touch.sum()) == float(touch[hand_l])
+
+
 def test_path_words_split_an_option_at_its_first_to():
     vocab = WordVocab.build(PATH_OPTIONS)
     model = EntityReasoner(EntityReasonerConfig(vocab_size=len(vocab), width=32, heads=2, to_word=vocab.stoi["to"]),
@@ -433,11 +464,33 @@ def test_path_words_split_an_option_at_its_first_to():
                           [vocab.stoi[w] for w in ["red"] + ["to"] + [str(k) for k in range(6)]],
                           [vocab.stoi["red"], vocab.stoi["to"], 0, 0, 0, 0, 0, 0],
                           [vocab.stoi[str(k)] for k in range(8)]])
-    start, end, both = model.path_words(words)
+    start, end, both = model.path_words(words, torch.zeros_like(words, dtype=torch.bool))
     assert both.tolist() == [True, True, False, False]  # "red to" has no end; no "to" at all: not a path
     with torch.no_grad():
         torch.testing.assert_close(start[0], model._phrase(words[0, :4]))
         torch.testing.assert_close(end[0], model._phrase(words[0, 5:]))
+        # dropped words leave either part, and "to" is found before they go
+        drop = torch.isin(words, torch.tensor([vocab.stoi["from"], vocab.stoi["the"], vocab.stoi["to"]]))
+        start, end, both = model.path_words(words, drop)
+        torch.testing.assert_close(start[0], model._phrase(words[0, 2:4]))
+        torch.testing.assert_close(end[0], model._phrase(words[0, 6:]))
+        assert both[0]
+
+
+def test_shared_words_are_those_every_valid_option_holds():
+    from model.fixed_readouts import shared_words
+    vocab = WordVocab.build(PATH_OPTIONS + ["the left hand", "the right hand", "the head"])
+    enc = lambda o: [vocab.stoi[w] for w in o.split()]  # noqa: E731
+    pad = lambda ids: ids + [0] * (8 - len(ids))  # noqa: E731
+    words = torch.tensor([[pad(enc(o)) for o in PATH_OPTIONS],
+                          [pad(enc("the left hand")), pad(enc("the right hand")), pad(enc("the head")), pad([])]])
+    valid = torch.tensor([[True] * 4, [True, True, True, False]])  # a padded option shares nothing, asks nothing
+    shared = shared_words(words, valid)
+    named = [[[vocab.itos[int(w)] for w, s in zip(o, so) if s] for o, so in zip(b, sb)] for b, sb in zip(words, shared)]
+    assert named[0] == [["from", "the", "to", "the"]] * 4
+    assert named[1] == [["the"], ["the"], ["the"], []]
+    same = torch.tensor([[pad(enc("the head"))] * 2])  # two equal options: never a whole option's words
+    assert not shared_words(same, torch.ones(1, 2, dtype=torch.bool)).any()
 
 
 # -- ablation switches -------------------------------------------------------------------------------------------
