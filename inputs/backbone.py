@@ -17,7 +17,7 @@ from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
 from safetensors.torch import load_file
 
 from common.config import ConfigError
-from model.backbone import FrozenClipBackbone, tower_levels
+from model.backbone import FrozenClipBackbone, has_fixed_input_size, tower_levels
 from model.config import BackboneConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -120,8 +120,8 @@ def load_clip(cfg: BackboneConfig, source: Path | str | None) -> CLIP:
         if folder is not None:
             clip = load_open_clip_folder(folder)
             native = clip.visual.image_size[0] if isinstance(clip.visual.image_size, tuple) else clip.visual.image_size
-            if native != cfg.image_size:
-                raise ValueError(f"backbone.image_size {cfg.image_size} != {native}, the input size of {folder}")
+            if native != cfg.image_size and has_fixed_input_size(clip.visual):
+                raise ValueError(f"backbone.image_size {cfg.image_size} != {native}, the input size of the ViT {folder}")
         elif cfg.vision_cfg is not None:
             vision = CLIPVisionCfg(**cfg.vision_cfg)
             text = CLIPTextCfg(context_length=8, vocab_size=16, width=8, heads=1, layers=1)

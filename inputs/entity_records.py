@@ -9,7 +9,7 @@ stem) -> entity records (``bench/entities.py``), what ``inputs.entity_batch.buil
 reads. Predicted records are cached under ``<cache_dir>/records/<perception hash>/<split hash>.jsonl.gz``:
 the perception's hash is the sha256 of its weights and settings, the split's that of its
 benchmark file, so new heads or a regenerated split never read stale records, and the tower runs
-on no image twice (its levels are read through the feature cache).
+once per image and perception (plain heads read its levels through the feature cache).
 """
 from __future__ import annotations
 
@@ -62,13 +62,13 @@ def predicted_records(bench: Benchmark, perception_folder: str | Path, cache_dir
     path = records_path(bench, perception_hash(folder), cache_dir)
     if path.is_file():
         return load_predicted_records(path)
-    from inputs.perception import benchmark_images, level_caches, load_perception, predict_records, read_settings
+    from inputs.perception import benchmark_images, load_perception, perception_source, predict_records, read_settings
     backbone, fine_layer, heads_cfg = read_settings(folder)
-    caches = level_caches(backbone, cache_dir, fine_layer)
-    heads = load_perception(folder, caches, heads_cfg)
+    source = perception_source(backbone, cache_dir, fine_layer, heads_cfg)
+    heads = load_perception(folder, source, heads_cfg)
     if progress:
         print(f"[perception] predicting the entity records of {bench.root} ...", flush=True)
-    pred = predict_records(heads, [p for p, _, _ in benchmark_images(bench)], caches)
+    pred = predict_records(heads, [p for p, _, _ in benchmark_images(bench)], source)
     base = Path(bench.root).resolve()
     rel = {str(Path(p).relative_to(base)): recs for p, recs in pred.items()}
     path.parent.mkdir(parents=True, exist_ok=True)

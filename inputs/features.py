@@ -59,7 +59,8 @@ def _checksum(patch_tokens: torch.Tensor, pooled: torch.Tensor) -> bytes:
     return h.digest()
 
 
-def _image_hw(path: str) -> tuple[int, int]:
+def image_hw(path: str) -> tuple[int, int]:
+    """(height, width) of an image file, from its header."""
     with Image.open(path) as img:  # reads the header only
         return img.height, img.width
 
@@ -190,7 +191,7 @@ class FeatureCache:
             patch_tokens=torch.stack([entries[d]["patch_tokens"] for d in order]),
             pooled=torch.stack([entries[d]["pooled"] for d in order]),
             index={p: row_of[d] for p, d in zip(unique, hashes)},
-            sizes={p: _image_hw(p) for p in unique},
+            sizes={p: image_hw(p) for p in unique},
         )
 
 

@@ -1,14 +1,20 @@
 """Entity records from pixels: the perception heads (``model.perception``) on the frozen tower's
-cached levels, in the record format of ``bench.entities``.
+levels, in the record format of ``bench.entities``.
 
-    caches = level_caches(backbone_cfg, "data/cache", fine_layer=2)   # one load of the tower
-    heads = load_perception("runs/perception", caches)                # perception.safetensors + .json
-    records = predict_records(heads, image_paths, caches)             # absolute path -> records
+    backbone, fine_layer, cfg = read_settings("runs/perception")      # perception.json
+    source = perception_source(backbone, "data/cache", fine_layer, cfg)  # one load of the tower
+    heads = load_perception("runs/perception", source, cfg)          # perception.safetensors
+    records = predict_records(heads, image_paths, source)            # absolute path -> records
 
 A perception folder holds the heads' weights (``perception.safetensors``) and what they were
 fitted on (``perception.json``: the tower's config, the finer level, the heads' config), both
-written by ``python -m pretrain.perception``. The tower is never re-run on an image it has
-encoded: both levels are read through their feature caches.
+written by ``python -m pretrain.perception``. What the heads read depends on their neck:
+
+- ``plain`` (the shipped heads): the tower's patch grid and a finer level through their feature
+  caches (``LevelCaches``), so the tower is never re-run on an image it has encoded;
+- ``fpn``: the tower's stride-4, 8 and 16 maps, computed for each image as it is predicted
+  (``TowerPyramid``): its records are predicted once and cached (``inputs.entity_records``), and
+  the finest map alone would cost 0.4 MB an image in a feature cache.
 """
 from __future__ import annotations
 
@@ -24,7 +30,8 @@ from bench.format import Benchmark
 from bench.entities import FIELDS
 from common.config import from_dict, to_dict
 from inputs.entity_batch import CONTACT_WIDTH, image_stem
-from inputs.features import FeatureCache, fill_together
+from inputs.features import FeatureCache, fill_together, image_hw, load_image_tensor
+from model.backbone import FrozenClipBackbone
 from model.config import BackboneConfig
 from model.perception import PerceptionConfig, PerceptionHeads
 
@@ -37,6 +44,37 @@ class LevelCaches(NamedTuple):
     fine: FeatureCache | None          # a finer level of the same tower, or None
     backbone: BackboneConfig
     fine_layer: int                    # -1: none
+
+
+class TowerPyramid(NamedTuple):
+    tower: FrozenClipBackbone           # the frozen tower, run on each image
+    levels: tuple[int, ...]             # the levels the feature pyramid reads, finest first
+
+    def level_dims(self) -> list[int]:
+        return [c for c, _ in self.tower.level_shapes(self.levels)]
+
+    def images(self, paths: list[str]) -> torch.Tensor:
+        """(N, 3, S, S) of ``paths``, resized (no crop) to the tower's input side and normalised."""
+        cfg = self.tower.cfg
+        return torch.stack([load_image_tensor(p, cfg.image_size, cfg.mean, cfg.std) for p in paths])
+
+    def maps(self, images: torch.Tensor) -> list[torch.Tensor]:
+        """The tower's maps of ``levels`` for preprocessed images (one pass, no grad)."""
+        return self.tower.feature_maps(images, self.levels)
+
+
+def tower_pyramid(backbone: BackboneConfig, levels: list[int] | tuple[int, ...]) -> TowerPyramid:
+    """The frozen tower ``backbone`` names, read at ``levels`` (one resolution and load)."""
+    from inputs.backbone import build_backbone
+    return TowerPyramid(build_backbone(backbone), tuple(levels))
+
+
+def perception_source(backbone: BackboneConfig, cache_dir: str | Path, fine_layer: int,
+                      heads: PerceptionConfig) -> "LevelCaches | TowerPyramid":
+    """What heads of ``heads`` read: the tower's cached levels (plain) or the tower itself (fpn)."""
+    if heads.neck == "fpn":
+        return tower_pyramid(backbone, heads.levels)
+    return level_caches(backbone, cache_dir, fine_layer)
 
 
 def level_caches(backbone: BackboneConfig, cache_dir: str | Path, fine_layer: int = 2) -> LevelCaches:
@@ -55,9 +93,11 @@ def level_caches(backbone: BackboneConfig, cache_dir: str | Path, fine_layer: in
     return LevelCaches(coarse, fine, backbone, fine_layer)
 
 
-def settings_of(caches: LevelCaches, heads: PerceptionConfig) -> dict:
-    """What ``perception.json`` records: enough to rebuild the caches and the heads."""
-    return {"backbone": to_dict(caches.backbone), "fine_layer": caches.fine_layer, "heads": dataclasses.asdict(heads)}
+def settings_of(source: "LevelCaches | TowerPyramid", heads: PerceptionConfig) -> dict:
+    """What ``perception.json`` records: enough to rebuild the heads' source and the heads."""
+    if isinstance(source, TowerPyramid):
+        return {"backbone": to_dict(source.tower.cfg), "fine_layer": -1, "heads": dataclasses.asdict(heads)}
+    return {"backbone": to_dict(source.backbone), "fine_layer": source.fine_layer, "heads": dataclasses.asdict(heads)}
 
 
 def read_settings(folder: str | Path) -> tuple[BackboneConfig, int, PerceptionConfig]:
@@ -78,28 +118,35 @@ def read_settings(folder: str | Path) -> tuple[BackboneConfig, int, PerceptionCo
         raise ValueError(f"{folder / SETTINGS}: not perception settings ({' '.join(str(err).split())[:200]})") from None
 
 
-def load_heads(state: dict[str, torch.Tensor], cfg: PerceptionConfig, in_dim: int, fine_dim: int = 0
-               ) -> PerceptionHeads:
+def load_heads(state: dict[str, torch.Tensor], cfg: PerceptionConfig, in_dim: int = 0, fine_dim: int = 0,
+               level_dims: list[int] | None = None) -> PerceptionHeads:
     """Heads of an earlier fit from their weights, on a tower level of ``in_dim`` channels (and a
-    finer one of ``fine_dim``, 0: none). Raises ValueError, naming the mismatch, when the weights
-    were fitted on other levels."""
-    heads = PerceptionHeads(dataclasses.replace(cfg, in_dim=in_dim, fine_dim=fine_dim), FIELDS, CONTACT_WIDTH)
+    finer one of ``fine_dim``, 0: none), or for an fpn neck on levels of ``level_dims`` channels.
+    Raises ValueError, naming the mismatch, when the weights were fitted on other levels."""
+    if cfg.neck == "fpn":
+        cfg, levels = dataclasses.replace(cfg, level_dims=list(level_dims or [])), f"{level_dims}"
+    else:
+        cfg, levels = dataclasses.replace(cfg, in_dim=in_dim, fine_dim=fine_dim), f"{in_dim} + {fine_dim}"
+    heads = PerceptionHeads(cfg, FIELDS, CONTACT_WIDTH)
     try:
         heads.load_state_dict(state)
     except RuntimeError as err:
-        raise ValueError(f"perception heads do not fit tower levels of {in_dim} + {fine_dim} channels: "
+        raise ValueError(f"perception heads do not fit tower levels of {levels} channels: "
                          f"{' '.join(str(err).split())[:300]}") from None
     return heads.eval()
 
 
-def load_perception(folder: str | Path, caches: LevelCaches, cfg: PerceptionConfig | None = None) -> PerceptionHeads:
-    """The heads stored in ``folder`` (``WEIGHTS``) on ``caches``' levels."""
+def load_perception(folder: str | Path, source: "LevelCaches | TowerPyramid", cfg: PerceptionConfig | None = None
+                    ) -> PerceptionHeads:
+    """The heads stored in ``folder`` (``WEIGHTS``) on ``source``'s levels."""
     from safetensors.torch import load_file
     if cfg is None:
         cfg = read_settings(folder)[2]
-    fine_dim = caches.fine.expected_shapes()["patch_tokens"][-1] if caches.fine is not None else 0
-    return load_heads(load_file(str(Path(folder) / WEIGHTS)), cfg, caches.coarse.expected_shapes()["patch_tokens"][-1],
-                      fine_dim)
+    state = load_file(str(Path(folder) / WEIGHTS))
+    if isinstance(source, TowerPyramid):
+        return load_heads(state, cfg, level_dims=source.level_dims())
+    fine_dim = source.fine.expected_shapes()["patch_tokens"][-1] if source.fine is not None else 0
+    return load_heads(state, cfg, source.coarse.expected_shapes()["patch_tokens"][-1], fine_dim)
 
 
 def benchmark_images(bench: Benchmark) -> list[tuple[str, str, str]]:
@@ -129,17 +176,38 @@ def features(caches: LevelCaches, paths: list[str]) -> tuple[torch.Tensor, torch
 
 
 @torch.no_grad()
-def predict_records(heads: PerceptionHeads, paths: list[str], caches: LevelCaches,
+def predict_records(heads: PerceptionHeads, paths: list[str], source: "LevelCaches | TowerPyramid",
                     batch_size: int = 128) -> dict[str, list[dict]]:
     """Absolute image path -> predicted entity records (``id`` -1: identity is never perceived)."""
     heads.eval()
-    feats, fine, sizes = features(caches, paths)
+    if isinstance(source, TowerPyramid):
+        return _predict_on_the_tower(heads, paths, source, min(batch_size, 32))
+    feats, fine, sizes = features(source, paths)
     out = {}
     for i in range(0, len(paths), batch_size):
         chunk = paths[i:i + batch_size]
         maps = heads(feats[i:i + batch_size], None if fine is None else fine[i:i + batch_size])
-        for hw in dict.fromkeys(sizes[p] for p in chunk):  # boxes in each image's own pixels
-            rows = [j for j, p in enumerate(chunk) if sizes[p] == hw]
-            for j, recs in zip(rows, heads.decode({k: v[rows] for k, v in maps.items()}, hw)):
-                out[chunk[j]] = recs
+        out.update(decode_by_size(heads, maps, chunk, sizes))
+    return out
+
+
+def decode_by_size(heads: PerceptionHeads, maps: dict[str, torch.Tensor], paths: list[str],
+                   sizes: dict[str, tuple[int, int]]) -> dict[str, list[dict]]:
+    """``heads.decode`` of a batch's maps, each image's boxes in its own pixels (``sizes``: (h, w))."""
+    out = {}
+    for hw in dict.fromkeys(sizes[p] for p in paths):
+        rows = [j for j, p in enumerate(paths) if sizes[p] == hw]
+        for j, recs in zip(rows, heads.decode({k: v[rows] for k, v in maps.items()}, hw)):
+            out[paths[j]] = recs
+    return out
+
+
+def _predict_on_the_tower(heads: PerceptionHeads, paths: list[str], source: TowerPyramid,
+                          batch_size: int) -> dict[str, list[dict]]:
+    from tqdm.auto import tqdm
+    out = {}
+    for i in tqdm(range(0, len(paths), batch_size), desc="perception", unit="batch", disable=None):
+        chunk = paths[i:i + batch_size]
+        maps = heads(*source.maps(source.images(chunk)))
+        out.update(decode_by_size(heads, maps, chunk, {p: image_hw(p) for p in chunk}))
     return out

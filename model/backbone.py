@@ -67,6 +67,30 @@ class FrozenClipBackbone(nn.Module):
         """
         return encode_levels([self], images)[0]
 
+    def level_shapes(self, layers: Sequence[int]) -> list[tuple[int, int]]:
+        """(channels, stride) of each of ``layers`` (indices into ``tower_levels``)."""
+        levels = tower_levels(self.visual)
+        return [levels[layer % self.num_blocks] for layer in layers]
+
+    @torch.no_grad()
+    def feature_maps(self, images: torch.Tensor, layers: Sequence[int]) -> list[torch.Tensor]:
+        """The tower's levels ``layers`` as maps, from ONE pass that stops at the deepest of them
+        (no pooled embedding, no ``pool_grid``): what the perception's feature pyramid reads.
+
+        Args:
+            images: (N, 3, S, S) preprocessed as for ``forward``; S may differ from
+                ``cfg.image_size`` for a CNN.
+            layers: indices into ``tower_levels`` (a CNN: 1, 2, 3 are its stride-4, 8, 16 stages).
+        Returns:
+            per layer, in the order asked, (N, C_l, S / stride_l, S / stride_l).
+        """
+        wanted = sorted({layer % self.num_blocks for layer in layers})
+        out = self.visual.forward_intermediates(
+            images, indices=wanted, normalize_intermediates=self.cfg.normalize_patches, output_fmt="NCHW",
+            stop_early=True, intermediates_only=True)
+        maps = dict(zip(wanted, out["image_intermediates"] if isinstance(out, dict) else out))
+        return [maps[layer % self.num_blocks] for layer in layers]
+
 
 @torch.no_grad()
 def encode_levels(towers: Sequence[FrozenClipBackbone], images: torch.Tensor) -> list[Dict[str, torch.Tensor]]:
@@ -104,6 +128,15 @@ def tower_levels(visual: nn.Module) -> list[tuple[int, int]]:
     if trunk is not None:
         return [(int(f["num_chs"]), int(f["reduction"])) for f in trunk.feature_info]
     return [(visual.transformer.width, visual.patch_size[0])] * len(visual.transformer.resblocks)
+
+
+def has_fixed_input_size(visual: nn.Module) -> bool:
+    """Whether the tower has position embeddings (a ViT, native or timm), which fix its input size;
+    a CNN runs at any size."""
+    trunk = getattr(visual, "trunk", None)
+    if trunk is not None:
+        return getattr(trunk, "pos_embed", None) is not None
+    return getattr(visual, "positional_embedding", None) is not None
 
 
 def pooled_width(visual: nn.Module) -> int:

@@ -30,8 +30,9 @@ class BackboneConfig:
     pretrained: Optional[str] = "checkpoints/backbone/synthclip-cnn16"  # local open_clip folder
     #   (relative: to the working directory, then the repository root), open_clip tag, local
     #   checkpoint path, or None (random weights, warns)
-    image_size: int = 160  # square input side; images are resized (no crop) to it; must be the
-    #   input size of a pretrained folder
+    image_size: int = 160  # square input side; images are resized (no crop) to it. A ViT folder's
+    #   own input size (its position embeddings are fixed); a CNN runs at any size (the perception's
+    #   feature pyramid reads the renders' native 224 px)
     patch_layer: int = 3  # level whose tokens are returned (model.backbone.tower_levels: a ViT's
     #   block, a CNN's stage); the shipped tower's stride-16 stage, the tokens its auxiliary heads
     #   were trained on (a pretrained ViT: -1, its last block; a random tower: an early block)
@@ -51,4 +52,14 @@ def tiny_backbone_config() -> BackboneConfig:
     return BackboneConfig(
         arch="tiny-vit", pretrained=None, image_size=32, embed_dim=16, patch_layer=-2,
         vision_cfg=dict(image_size=32, patch_size=8, width=16, layers=2, head_width=8),
+    )
+
+
+def tiny_cnn_backbone_config(image_size: int = 64) -> BackboneConfig:
+    """A random timm ``test_resnet`` CNN (levels 1, 2, 3: stride 4, 8, 16 with 32, 48, 192 channels) for
+    tests of the perception's feature pyramid; like the shipped CNN it runs at any input size."""
+    return BackboneConfig(
+        arch="tiny-cnn", pretrained=None, image_size=image_size, embed_dim=16, patch_layer=3,
+        vision_cfg=dict(timm_model_name="test_resnet", timm_model_pretrained=False, timm_pool="avg",
+                        timm_proj="linear", image_size=image_size),
     )

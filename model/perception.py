@@ -1,11 +1,18 @@
-"""Perception heads on the frozen tower's patch grid: every person and object, with its attributes.
+"""Perception heads on the frozen tower: every person and object, with its attributes.
 
-    patch grid (B, g*g, C) [+ a finer level of the tower (B, (2g)^2, C'), the coarse grid
-    up-sampled onto it and concatenated] -> neck (convs, 2x up-sampling without a finer level)
-    -> centre heatmap per kind (person, object) + box (distances from the cell centre to the box
-    sides)                                                               [CenterNet-like]
-    box -> RoIAlign of the neck's map -> per field logits (class 0: the view does not show it)
-           + the 2-D contact multi-hot (effector x overlap / separated x object kind and colour)
+Two necks (``PerceptionConfig.neck``):
+
+- ``plain`` (the shipped ``synthclip-cnn16-heads``): the patch grid (B, g*g, C) [+ a finer level
+  (B, (2g)^2, C'), the coarse grid up-sampled onto it and concatenated] -> convs (2x up-sampling
+  without a finer level);
+- ``fpn``: a feature pyramid (FPN-style: a lateral 1x1 per level, top-down nearest up-sampling and
+  sum, a 3x3 smoothing) over the tower's stride-4, 8 and 16 maps, whose finest output (56 x 56 at
+  224 px) the heads read.
+
+On the neck's output: a centre heatmap per kind (person, object) + a box (distances from the cell
+centre to the box sides) [CenterNet-like]; box -> RoIAlign of the neck's map -> per field logits
+(class 0: the view does not show it) + the 2-D contact multi-hot (effector x overlap / separated x
+object kind and colour).
 
 ``decode`` turns the maps into entity records in the format of ``bench.entities``
 (``id`` -1: identity is never perceived), so the entity reasoner reads predicted entities exactly
@@ -13,7 +20,8 @@ as it reads the ground truth of the entity ceiling. Pure tensors in, tensors out
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -27,13 +35,39 @@ OBJECT_FIELDS = ("object_kind", "object_colour")
 
 @dataclass
 class PerceptionConfig:
-    in_dim: int = 256          # the tower's patch width
-    fine_dim: int = 0          # > 0: width of a finer tower level (twice the grid side) read beside it
+    neck: Literal["plain", "fpn"] = "plain"  # "plain": the patch grid through convs (what a settings
+    #   file without the key holds: the shipped heads); "fpn": the feature pyramid over ``levels``
+    in_dim: int = 256          # plain: the tower's patch width
+    fine_dim: int = 0          # plain: > 0: width of a finer tower level (twice the grid side) read beside it
+    levels: list[int] = field(default_factory=list)  # fpn: the tower levels it reads, finest first
+    #   (``model.backbone.tower_levels`` indices; the CNN's 1, 2, 3: strides 4, 8, 16)
+    level_dims: list[int] = field(default_factory=list)  # fpn: their channels (set from the tower)
     width: int = 128           # the neck's channels
-    upsample: int = 2          # output map = grid * upsample per side
+    upsample: int = 2          # plain without a finer level: output map = grid * upsample per side
     roi: int = 3               # RoIAlign output size
     threshold: float = 0.3     # centre score that makes a detection
     max_entities: int = 40     # per image
+
+
+class FeaturePyramid(nn.Module):
+    """FPN's top-down path (Lin et al. 2017) with only its finest output: a lateral 1x1 per level,
+    coarse to fine nearest up-sampling and sum, a 3x3 smoothing of the finest sum. (torchvision's
+    ``FeaturePyramidNetwork`` smooths every level; the heads read only the finest, so the other
+    smoothing convs would be weights that never learn.)
+
+    Args: in_dims: channels of each level, finest first; width: the output channels."""
+
+    def __init__(self, in_dims: list[int], width: int):
+        super().__init__()
+        self.lateral = nn.ModuleList(nn.Conv2d(c, width, 1) for c in in_dims)
+        self.smooth = nn.Conv2d(width, width, 3, padding=1)
+
+    def forward(self, maps: list[torch.Tensor]) -> torch.Tensor:
+        """maps: per level (B, C_l, H_l, W_l), finest first -> (B, width, H_0, W_0)."""
+        x = self.lateral[-1](maps[-1].float())
+        for lateral, level in zip(reversed(self.lateral[:-1]), reversed(maps[:-1])):
+            x = lateral(level.float()) + F.interpolate(x, size=level.shape[-2:], mode="nearest")
+        return self.smooth(x)
 
 
 class PerceptionHeads(nn.Module):
@@ -43,7 +77,14 @@ class PerceptionHeads(nn.Module):
     def __init__(self, cfg: PerceptionConfig, field_sizes: dict[str, int], contact_width: int):
         super().__init__()
         self.cfg, w = cfg, cfg.width
-        if cfg.fine_dim:  # the finer level already has the output grid: a 1x1 fusion, no up-sampling
+        if cfg.neck == "fpn":
+            if not cfg.level_dims or len(cfg.level_dims) != len(cfg.levels):
+                raise ValueError(f"PerceptionConfig.neck='fpn' needs the channels of each of its levels {cfg.levels}, "
+                                 f"got level_dims {cfg.level_dims}")
+            self.neck = FeaturePyramid(cfg.level_dims, w)
+            # the pyramid is linear: one 3x3 conv and a GELU before the 1x1 outputs (CenterNet's head conv)
+            self.trunk = nn.Sequential(nn.Conv2d(w, w, 3, padding=1), nn.GELU())
+        elif cfg.fine_dim:  # the finer level already has the output grid: a 1x1 fusion, no up-sampling
             self.neck = nn.Sequential(nn.Conv2d(cfg.in_dim + cfg.fine_dim, w, 1), nn.GELU(),
                                       nn.Conv2d(w, w, 3, padding=1), nn.GELU(), nn.Conv2d(w, w, 3, padding=1), nn.GELU())
         else:
@@ -59,10 +100,21 @@ class PerceptionHeads(nn.Module):
         self.fields = nn.ModuleDict({f: nn.Linear(2 * w, n + 1) for f, n in field_sizes.items()})
         self.contact = nn.Linear(2 * w, contact_width)
 
-    def forward(self, patch_tokens: torch.Tensor, fine_tokens: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """patch_tokens (B, g*g, C) [fine_tokens (B, (2g)^2, C') with ``fine_dim``] -> ``heat``
-        logits (B, 2, H, W), ``box`` (B, 4, H, W) distances (left, top, right, bottom) in output
-        cells, ``feat`` (B, width, H, W)."""
+    def forward(self, *levels: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """The maps of a batch of images.
+
+        Args:
+            levels: plain: patch_tokens (B, g*g, C) [, fine_tokens (B, (2g)^2, C') with ``fine_dim``];
+                fpn: the tower's maps of ``cfg.levels`` (B, C_l, H_l, W_l), finest first.
+        Returns:
+            ``heat`` logits (B, 2, H, W), ``box`` (B, 4, H, W) distances (left, top, right, bottom)
+            in output cells, ``feat`` (B, width, H, W) (the map ``read`` pools).
+        """
+        if self.cfg.neck == "fpn":
+            feat = self.neck(list(levels))
+            hidden = self.trunk(feat)
+            return {"heat": self.heat(hidden), "box": F.softplus(self.box(hidden)), "feat": feat}
+        patch_tokens, fine_tokens = levels[0], levels[1] if len(levels) > 1 else None
         b, p, c = patch_tokens.shape
         g = int(round(p ** 0.5))
         x = patch_tokens.float().transpose(1, 2).reshape(b, c, g, g)

@@ -106,3 +106,27 @@ def test_both_levels_come_from_one_pass_and_fill_both_caches(tmp_path):
     table = caches[1].table(paths)
     assert caches[1].n_encoded == 5  # by fill_together; table() found every entry
     torch.testing.assert_close(table.patch_tokens, alone.patch_tokens)
+
+
+def test_a_cnn_tower_gives_its_stride_4_8_16_maps_from_one_pass_at_any_size():
+    """feature_maps runs the trunk once, stopping after the deepest level asked (the stride-32
+    stage never runs), and each map is the level the plain forward returns as tokens."""
+    from model.config import tiny_cnn_backbone_config
+    cfg = tiny_cnn_backbone_config(64)
+    with pytest.warns(UserWarning, match="NO pretrained weights"):
+        tower = build_backbone(cfg)
+    trunk = tower.visual.trunk
+    stages = [trunk.get_submodule(info["module"]) for info in trunk.feature_info]  # one per level
+    calls = [0] * len(stages)
+    for i, stage in enumerate(stages):
+        stage.register_forward_hook(lambda *_, i=i: calls.__setitem__(i, calls[i] + 1))
+    for side in (64, 96):  # a CNN is not bound to its configured size
+        calls[:] = [0] * len(stages)
+        maps = tower.feature_maps(torch.randn(2, 3, side, side), [1, 2, 3])
+        assert [tuple(m.shape) for m in maps] == [(2, c, side // s, side // s) for c, s in tower.level_shapes([1, 2, 3])]
+        assert [tuple(m.shape[1:3]) for m in maps] == [(32, side // 4), (48, side // 8), (192, side // 16)]
+        assert calls[:-1] == [1] * (len(stages) - 1) and calls[-1] == 0
+    images = torch.randn(2, 3, 64, 64)
+    tokens = tower(images)["patch_tokens"]  # level 3, as (N, P, C)
+    torch.testing.assert_close(tower.feature_maps(images, [3])[0].flatten(2).transpose(1, 2), tokens)
+    assert not maps[0].requires_grad

@@ -3,6 +3,7 @@ synthclip-s16): each committed file is the one its model card names, they load s
 open_clip, and the default gives the shapes the default config expects."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -88,3 +89,45 @@ def test_the_shipped_perception_heads_match_their_card_and_load_on_the_shipped_t
     assert Path(backbone.pretrained) == Path("checkpoints/backbone/synthclip-cnn16") and fine_layer == 2
     heads = load_perception(folder, level_caches(backbone, tmp_path / "cache", fine_layer), heads_cfg)
     assert not heads.training and sum(p.numel() for p in heads.parameters()) > 0
+
+
+def test_the_shipped_perception_heads_predict_the_records_they_always_did(tmp_path):
+    """The shipped heads (``perception.json`` names no neck: the plain layout) keep predicting the
+    records they predicted before the feature pyramid existed: four val images of the default
+    benchmark (tests/data/perception, a spatial view, a marked one, two temporal frames) against
+    the records the code of commit b0a4bb1 predicted for them (tests/snapshots/, 1 thread).
+    Floats may move in their last rounded digit with the thread count; classes may not."""
+    from inputs.perception import load_perception, perception_source, predict_records, read_settings
+    folder = ROOT / "checkpoints/perception/synthclip-cnn16-heads"
+    backbone, fine_layer, heads_cfg = read_settings(folder)
+    assert heads_cfg.neck == "plain" and backbone.image_size == 160
+    source = perception_source(backbone, tmp_path / "cache", fine_layer, heads_cfg)
+    heads = load_perception(folder, source, heads_cfg)
+    paths = sorted(str(p.resolve()) for p in (ROOT / "tests/data/perception").glob("*.png"))
+    got = {Path(p).name: recs for p, recs in predict_records(heads, paths, source).items()}
+    want = json.loads((ROOT / "tests/snapshots/shipped_perception_records.json").read_text())
+    assert sorted(got) == sorted(want) and sum(map(len, want.values())) >= 20
+    tolerance = {"box": 0.11, "score": 2e-4, "contact_p": 2e-3}
+    for name, records in want.items():
+        assert len(got[name]) == len(records), name
+        for new, old in zip(got[name], records):
+            assert set(new) == set(old), name
+            for key, value in old.items():
+                if key in tolerance:
+                    assert torch.allclose(torch.tensor(new[key], dtype=torch.float64),
+                                          torch.tensor(value, dtype=torch.float64), atol=tolerance[key], rtol=0), (name, key)
+                else:
+                    assert new[key] == value, (name, key)
+
+
+def test_the_shipped_cnn_runs_at_the_native_224_px_and_a_vit_refuses_another_size():
+    """The CNN's weights stay as shipped while it reads the renders' own 224 px (a 56 / 28 / 14-cell
+    pyramid); the ViT's position embeddings fix its size, so another one is refused."""
+    cfg = dataclasses.replace(BackboneConfig(), image_size=224)
+    tower = build_backbone(cfg)
+    assert tower.grid_size == (14, 14) and not any(p.requires_grad for p in tower.parameters())
+    maps = tower.feature_maps(torch.randn(1, 3, 224, 224), [1, 2, 3])
+    assert [tuple(m.shape[1:]) for m in maps] == [(64, 56, 56), (128, 28, 28), (256, 14, 14)]
+    vit = "checkpoints/backbone/synthclip-s16"
+    with pytest.raises(ValueError, match="ViT"):
+        build_backbone(BackboneConfig(arch="synthclip-s16", pretrained=vit, patch_layer=-1, image_size=224))
