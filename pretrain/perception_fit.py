@@ -23,10 +23,11 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from bench.format import load_benchmark
-from bench.entities import FIELDS
+from bench.entities import FIELDS, FRAC_NAMES
+from bench.format import Camera, load_benchmark
 from inputs.entity_batch import CONTACT_WIDTH, contact_vector, load_entity_labels, match_records
 from inputs.perception import LevelCaches, benchmark_images, features
+from model.camera import floor_points, pixel_rays
 from model.perception import KINDS, OBJECT_FIELDS, PERSON_FIELDS, PerceptionConfig, PerceptionHeads
 
 
@@ -108,16 +109,28 @@ def perception_loss(heads: PerceptionHeads, maps: dict, targets, box_weight: flo
     return {"loss": heat + box_weight * box + attr + ct, "heat": heat, "box": box, "attr": attr, "contact": ct}
 
 
-def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict]]) -> dict[str, float]:
-    """Recall / precision per kind at IoU 0.5 and per-field accuracy on matched entities (in %)."""
+def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict]],
+                       cameras: dict[str, Camera] | None = None) -> dict[str, float]:
+    """Recall / precision per kind at IoU 0.5, person recall by visible fraction (the true record's
+    ``frac`` bin, ``bench.entities.FRAC_NAMES``), per-field accuracy on matched entities (in %), and
+    with ``cameras`` (image path -> its view's camera) the median floor-point error of matched
+    persons in metres (``person_floor_error_m``: where the ray through the box's bottom centre meets
+    the floor, predicted box against true box; the floor point the entity reasoner reads)."""
     n = {k: [0, 0, 0] for k in KINDS}  # matched, predicted, true
     loose = {k: 0 for k in KINDS}  # matched at IoU 0.3: found, with a loose box
+    by_frac = [[0, 0] for _ in FRAC_NAMES]  # matched, true persons per visible-fraction bin
     right: dict[str, list[int]] = {f: [0, 0] for f in FIELDS}
+    floor: list[tuple[Camera, list[float], list[float]]] = []
     for path, truth in truths.items():
         pred = preds.get(path, [])
         matched = match_records(pred, truth)
         for i, _ in match_records(pred, truth, iou=0.3):
             loose[pred[i]["kind"]] += 1
+        found = {j for _, j in matched}
+        for j, t in enumerate(truth):
+            if t["kind"] == "person" and 0 <= t.get("frac", -1) < len(FRAC_NAMES):
+                by_frac[t["frac"]][0] += j in found
+                by_frac[t["frac"]][1] += 1
         for kind in KINDS:
             pairs = [(i, j) for i, j in matched if pred[i]["kind"] == kind]
             n[kind][0] += len(pairs)
@@ -128,14 +141,46 @@ def perception_figures(preds: dict[str, list[dict]], truths: dict[str, list[dict
                     if truth[j].get(f, -1) >= 0:
                         right[f][0] += int(pred[i].get(f, -1) == truth[j][f])
                         right[f][1] += 1
+                if kind == "person" and cameras is not None and cameras.get(path) is not None:
+                    floor.append((cameras[path], pred[i]["box"], truth[j]["box"]))
     out = {}
     for kind, (m, p, t) in n.items():
         out[f"{kind}_recall"] = 100.0 * m / max(t, 1)
         out[f"{kind}_precision"] = 100.0 * m / max(p, 1)
         out[f"{kind}_recall_iou30"] = 100.0 * loose[kind] / max(t, 1)
+    for name, (m, t) in zip(FRAC_NAMES, by_frac):
+        out[f"person_recall_{name}"] = 100.0 * m / max(t, 1)
+        out[f"n_persons_{name}"] = t
     for f, (r, t) in right.items():
         out[f"{f}_accuracy"] = 100.0 * r / max(t, 1)
+    if cameras is not None:
+        errors = floor_errors(floor)
+        out["person_floor_error_m"] = float(errors.quantile(0.5)) if len(errors) else float("nan")
+        out["n_floor_points"] = len(errors)
     return out
+
+
+def floor_errors(pairs: list[tuple[Camera, list[float], list[float]]]) -> torch.Tensor:
+    """Per (camera, predicted box, true box): the distance in metres between the floor points of the
+    two boxes' bottom centres; pairs whose rays miss the floor are left out."""
+    if not pairs:
+        return torch.zeros(0)
+    f64 = torch.float64
+    K = torch.tensor([c.K for c, _, _ in pairs], dtype=f64)
+    R = torch.tensor([c.R for c, _, _ in pairs], dtype=f64)
+    t = torch.tensor([c.t for c, _, _ in pairs], dtype=f64)
+    feet = torch.tensor([[[(a[0] + a[2]) / 2, a[3]], [(b[0] + b[2]) / 2, b[3]]] for _, a, b in pairs], dtype=f64)
+    origin, direction = pixel_rays(K, R, t, feet)  # (N, 1, 3), (N, 2, 3)
+    xy, hit = floor_points(origin, direction)
+    both = hit.all(-1)
+    return (xy[:, 0] - xy[:, 1]).norm(dim=-1)[both]
+
+
+def image_cameras(bench_dir: Path, split: str) -> dict[str, Camera | None]:
+    """Absolute image path -> the camera of the view that shows it (None: uncalibrated)."""
+    bench = load_benchmark(Path(bench_dir) / split, check_images=False)
+    return {str((Path(bench.root) / f.image).resolve()): v.camera for s in bench.samples for v in s.views
+            for f in v.frames}
 
 
 def fit_perception(bench_dir: str | Path, caches: LevelCaches, cfg: PerceptionFitConfig, progress: bool = True):

@@ -90,3 +90,18 @@ def tiny_perception(tmp_path_factory) -> Path:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*NO pretrained weights.*")
         return write_tiny_perception(root / "heads", root / "cache")
+
+
+# A tiny perception corpus (pretrain.perception_corpus): 64 px renders, one spatial and one temporal
+# scene a shard.
+TINY_CORPUS = {"spatial_per_shard": 1, "temporal_per_shard": 1, "frames_per_view": 1,
+               "synth_overrides": ["render.width=64", "render.height=64"]}
+
+
+@pytest.fixture(scope="session")
+def perception_corpus(tmp_path_factory) -> Path:
+    """A perception corpus of at least 12 tiny images (shared by the session: read only)."""
+    from pretrain.perception_corpus import PerceptionCorpusConfig, build_corpus
+    root = tmp_path_factory.mktemp("perception-corpus") / "corpus"
+    build_corpus(PerceptionCorpusConfig(**TINY_CORPUS), root, 12, workers=1, progress=False)
+    return root

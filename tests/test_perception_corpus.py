@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TINY_CORPUS
 
 from bench.entities import KIND_FIELDS
 from bench.synth.config import SynthConfig
@@ -20,8 +21,7 @@ from pretrain.perception_corpus import (SPATIAL_TAG, TEMPORAL_TAG, PerceptionCor
                                         corpus_items, draw_corpus_marks, finished_shards)
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = PerceptionCorpusConfig(spatial_per_shard=1, temporal_per_shard=1, frames_per_view=1,
-                              synth_overrides=["render.width=64", "render.height=64"])
+TINY = PerceptionCorpusConfig(**TINY_CORPUS)
 
 
 def _keys(seed: int, tag: int, n: int) -> set:
