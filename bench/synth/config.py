@@ -171,6 +171,12 @@ class SynthConfig:
     # question (+77 % on the default config, from the same images); val and test keep the same
     # samples either way (their benchmark.json records this key), so the evaluation does not change.
     train_selection: str = "balanced"
+    # Which verified questions a train scene offers selection (train_selection). "sampled": at most
+    # tasks.per_scene (temporal.per_scene) per task, from its first proposals, as val and test scenes.
+    # "dense": every verified question the scene supports (every template for every person, object,
+    # pair, view and count; each verified like any other), from the same images; val and test keep
+    # the same samples and images either way (configs/bench/dense.yaml).
+    train_questions: str = "sampled"
     scene: SceneConfig = field(default_factory=SceneConfig)
     camera: CameraConfig = field(default_factory=CameraConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
@@ -190,6 +196,8 @@ class SynthConfig:
             raise ConfigError(f"temporal.enabled: unknown temporal task(s) {unknown}; known: {TEMPORAL_TASKS}")
         if self.train_selection not in ("balanced", "verified"):
             raise ConfigError(f"train_selection must be 'balanced' or 'verified', got {self.train_selection!r}")
+        if self.train_questions not in ("sampled", "dense"):
+            raise ConfigError(f"train_questions must be 'sampled' or 'dense', got {self.train_questions!r}")
         if self.options.mode not in ("ssmn", "cvbench"):
             raise ConfigError(f"options.mode must be 'ssmn' or 'cvbench', got {self.options.mode!r}")
         if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1.0) > 1e-6:

@@ -28,6 +28,7 @@ from tqdm import tqdm
 from common.config import to_dict
 from bench.constants import AXES
 from bench.synth.balance import assign_letters, select
+from bench.synth.config import SynthConfig
 from bench.synth.entity_labels import image_entities
 from bench.synth.marks import draw_marks, mark_key
 from bench.synth.observe import observe_view
@@ -103,6 +104,11 @@ def build_temporal_scene(cfg, idx: int, step=_no_step):
     return scene, renders, obs, rng
 
 
+def _dense(cfg, split: str) -> bool:
+    """Whether a scene of ``split`` offers every question it supports (``train_questions``)."""
+    return split == SPLITS[0] and cfg.train_questions == "dense"
+
+
 def _spatial_entities(scene, obs: dict) -> dict[str, list[dict]]:
     """Image stem ("cam2") -> entity records (``bench.entities``) of a spatial scene's views."""
     return {v: image_entities(scene, o, 0.0) for v, o in obs.items()}
@@ -135,7 +141,8 @@ def _view_stats(obs: dict) -> list[int]:
 def _temporal_job(cfg, idx: int, split: str, root: str, step=_no_step) -> dict:
     scene, renders, obs, rng = build_temporal_scene(cfg, idx, step)
     step("making and verifying questions")
-    ctx = TaskContext(scene, obs, {c.view_id: c for c in scene.cameras}, rng, cfg, cfg.options.mode == "cvbench")
+    ctx = TaskContext(scene, obs, {c.view_id: c for c in scene.cameras}, rng, cfg, cfg.options.mode == "cvbench",
+                      _dense(cfg, split))
     records = scene_questions(ctx, [TASKS[t] for t in cfg.temporal.enabled], cfg.temporal.per_scene)
     step("writing the images")
     img_dir = Path(root) / split / "images" / scene.sid
@@ -174,7 +181,8 @@ def _scene_steps(cfg, idx: int, split: str, root: str, axis: str, step) -> dict:
         return _temporal_job(cfg, idx, split, root, step)
     scene, renders, obs, rng = build_scene(cfg, idx, step)
     step("making and verifying questions")
-    ctx = TaskContext(scene, obs, {c.view_id: c for c in scene.cameras}, rng, cfg, cfg.options.mode == "cvbench")
+    ctx = TaskContext(scene, obs, {c.view_id: c for c in scene.cameras}, rng, cfg, cfg.options.mode == "cvbench",
+                      _dense(cfg, split))
     records = scene_questions(ctx, [TASKS[t] for t in cfg.tasks.enabled], cfg.tasks.per_scene)
     step("writing the images")
     img_dir = Path(root) / split / "images" / scene.sid
@@ -362,7 +370,18 @@ def _write_labels(folder: Path, split: str, results: list[dict], scenes: set[str
     (folder / f"{split}.jsonl.gz").write_bytes(gzip.compress(data, compresslevel=6, mtime=0))  # same bytes per seed
 
 
+def recorded_config(cfg, split: str) -> dict:
+    """The generator config a split's benchmark.json records: ``cfg`` without the keys that did
+    not shape that split and hold their defaults. ``train_questions`` shapes only train, so val
+    and test keep their bytes whatever its value; at its default every split keeps the bytes it
+    had before the key existed. Left-out keys load back as their defaults (``from_dict``)."""
+    doc, default = to_dict(cfg), SynthConfig()
+    if split != SPLITS[0] or cfg.train_questions == default.train_questions:
+        doc.pop("train_questions")
+    return doc
+
+
 def _write_split(folder: Path, cfg, split: str, samples: list[dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    doc = {"name": f"{cfg.name}-{split}", "split": split, "config": to_dict(cfg), "samples": samples}
+    doc = {"name": f"{cfg.name}-{split}", "split": split, "config": recorded_config(cfg, split), "samples": samples}
     (folder / "benchmark.json").write_text(json.dumps(doc, indent=1) + "\n")

@@ -143,20 +143,28 @@ def _verify_options(task: TaskDef, cand: Candidate, ctx: TaskContext, order: lis
     }
 
 
-def scene_questions(ctx: TaskContext, tasks: list[TaskDef], per_scene: int, max_tries: int = 40) -> list[dict]:
-    """Verified question records of one scene: up to ``per_scene`` per task."""
+MAX_TRIES = 40  # proposals verified per task and sampled scene
+
+
+def scene_questions(ctx: TaskContext, tasks: list[TaskDef], per_scene: int) -> list[dict]:
+    """Verified question records of one scene: up to ``per_scene`` per task from its first
+    ``MAX_TRIES`` proposals, or, when ``ctx.dense``, every distinct one its proposals verify."""
     out = []
+    per_scene, max_tries = (None, None) if ctx.dense else (per_scene, MAX_TRIES)
     for task in tasks:
         kept = tries = 0
         seen_q = set()
         for cand in task.propose(ctx):
             tries += 1
-            if tries > max_tries or kept >= per_scene:
+            if max_tries is not None and (tries > max_tries or kept >= per_scene):
                 break
             rec = verify_candidate(task, cand, ctx)
             if rec is None:
                 continue
-            sig = (rec["question"], tuple(sorted(rec["listed"])), tuple(m["entity"] for m in rec["marks"]))
+            # the same question, options and marked entities is one question; in a dense scene marks
+            # drawn in other images make another one (which image is framed, where a person is marked)
+            marks = tuple((m["view_id"], m["entity"]) if ctx.dense else m["entity"] for m in rec["marks"])
+            sig = (rec["question"], tuple(sorted(rec["listed"])), marks)
             if sig in seen_q:
                 continue
             seen_q.add(sig)

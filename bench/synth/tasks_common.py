@@ -24,10 +24,16 @@ class TaskContext:
     rng: np.random.Generator
     cfg: object                       # SynthConfig
     nota_mode: bool                   # 5-option (CVBench) mode
+    dense: bool = False               # propose every question the scene supports, not a sample of them
 
     @property
     def views(self) -> list[str]:
         return list(self.obs)
+
+    def first(self, k: int) -> int | None:
+        """A proposer's cap on variants of one question (mark views, golden views): ``k``, or
+        None (all of them) when the scene is dense; for slicing, ``items[:ctx.first(2)]``."""
+        return None if self.dense else k
 
     def want_nota(self) -> bool:
         """Whether to build the "None of the above is right" variant of the next question.

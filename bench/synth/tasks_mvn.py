@@ -162,7 +162,7 @@ def propose_object_contact(ctx: TaskContext):
         if oid is None:
             continue
         target = scene.obj(oid)
-        for a in _mark_views(ctx, person.pid)[:2]:
+        for a in _mark_views(ctx, person.pid)[:ctx.first(2)]:
             nota = ctx.want_nota()
             if len(names) < 4 + int(nota):
                 return
@@ -195,7 +195,7 @@ def propose_limb_contact(ctx: TaskContext):
         if target.kind not in ("ball", "box"):
             continue  # poles and chairs are only touched by hands: the object name would give it away
         truth = EFFECTOR_TEXT[contact["effector"]]
-        for a in _mark_views(ctx, person.pid)[:2]:
+        for a in _mark_views(ctx, person.pid)[:ctx.first(2)]:
             nota = ctx.want_nota()
             table = {v: {"ident": identifiable(ctx, person.pid, a, v),
                          "dir": direction_to_camera(ctx.cams[v], target.centre()),

@@ -100,7 +100,7 @@ def propose_relation(ctx: TaskContext):
         person = scene.persons[i]
         dist = {o.name: round(max(math.dist(o.xy, person.xy) - o.radius, 0.0), 3) for o in scene.objects}
         order = sorted(dist, key=dist.get)
-        for g in [v for v in ctx.views if ctx.obs[v]["persons"][person.pid]["seen"]][:3]:
+        for g in [v for v in ctx.views if ctx.obs[v]["persons"][person.pid]["seen"]][:ctx.first(3)]:
             nota = ctx.want_nota()
             if len(order) < 4 + int(nota):
                 return
