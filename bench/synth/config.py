@@ -177,6 +177,11 @@ class SynthConfig:
     # pair, view and count; each verified like any other), from the same images; val and test keep
     # the same samples and images either way (configs/bench/dense.yaml).
     train_questions: str = "sampled"
+    # The wording of the questions (bench/synth/wording.py). "primary": the one every split of the
+    # other configs uses. "paraphrase": a second template per task (other words, other order, the
+    # same meaning and options), for test-only benchmarks (configs/bench/paraphrase.yaml): a config
+    # with train or val scenes may not use it, so no model trains or selects on its wording.
+    question_template: str = "primary"
     scene: SceneConfig = field(default_factory=SceneConfig)
     camera: CameraConfig = field(default_factory=CameraConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
@@ -198,6 +203,12 @@ class SynthConfig:
             raise ConfigError(f"train_selection must be 'balanced' or 'verified', got {self.train_selection!r}")
         if self.train_questions not in ("sampled", "dense"):
             raise ConfigError(f"train_questions must be 'sampled' or 'dense', got {self.train_questions!r}")
+        if self.question_template not in ("primary", "paraphrase"):
+            raise ConfigError(f"question_template must be 'primary' or 'paraphrase', got {self.question_template!r}")
+        if self.question_template == "paraphrase" and (any(self.split_fractions[:2]) or self.extra_train_scenes
+                                                       or self.temporal.extra_train_scenes):
+            raise ConfigError("question_template: paraphrase is for test-only benchmarks: set split_fractions to "
+                              "[0, 0, 1] and extra_train_scenes, temporal.extra_train_scenes to 0")
         if self.options.mode not in ("ssmn", "cvbench"):
             raise ConfigError(f"options.mode must be 'ssmn' or 'cvbench', got {self.options.mode!r}")
         if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1.0) > 1e-6:

@@ -373,11 +373,13 @@ def _write_labels(folder: Path, split: str, results: list[dict], scenes: set[str
 def recorded_config(cfg, split: str) -> dict:
     """The generator config a split's benchmark.json records: ``cfg`` without the keys that did
     not shape that split and hold their defaults. ``train_questions`` shapes only train, so val
-    and test keep their bytes whatever its value; at its default every split keeps the bytes it
-    had before the key existed. Left-out keys load back as their defaults (``from_dict``)."""
+    and test keep their bytes whatever its value; at the defaults every split keeps the bytes it
+    had before these keys existed. Left-out keys load back as their defaults (``from_dict``)."""
     doc, default = to_dict(cfg), SynthConfig()
     if split != SPLITS[0] or cfg.train_questions == default.train_questions:
         doc.pop("train_questions")
+    if cfg.question_template == default.question_template:
+        doc.pop("question_template")
     return doc
 
 

@@ -14,6 +14,7 @@ from bench.synth.tasks import TaskDef
 from bench.synth.tasks_common import Candidate, TaskContext
 from bench.synth.verify import (check_question, determined, informative_views, minimal_resolving_set,
                                 oracle_answer)
+from bench.synth.wording import phrase
 
 
 def _extra_views(task: TaskDef, cand: Candidate, rest: list[str], listed, nota, k: int, rng) -> list[str]:
@@ -136,7 +137,8 @@ def _verify_options(task: TaskDef, cand: Candidate, ctx: TaskContext, order: lis
     return {
         "task": task.name, "subset": task.subset, "axis": task.axis, "granularity": task.granularity,
         "scene": ctx.scene.sid,
-        "question": cand.question, "listed": listed, "value_key": cand.value_key, "types": types, "answer_value": answer,
+        "question": phrase(task.name, cand.question, ctx.cfg.question_template),  # the oracle's key keeps the primary
+        "listed": listed, "value_key": cand.value_key, "types": types, "answer_value": answer,
         "gt_views": gt, "extra_views": extra, "marks": marks, "evidence": evidence,
         "oracle_correct": oracle == answer, "oracle_key": key,
         "meta": meta,
