@@ -4,10 +4,11 @@
 
 The tower is frozen and runs on each batch under ``no_grad`` (``inputs.perception.TowerPyramid``)
 at the corpus images' own size (224 px: the renders' native resolution); only the neck and the
-heads train. The tower's levels are computed on the fly rather than cached on disk: on 1 thread the
-tower's pass (stride-4, 8 and 16 levels) costs a fifth of the neck and heads' forward and backward
-(scripts/bench_perception.py), and a cache of the three levels in fp16 would take 0.7 MB an image,
-22 GB at 32k images, to save at most that fifth.
+heads train. The tower's levels are computed on the fly rather than cached on disk: on 1 thread,
+decoding an image and the tower's pass cost 0.04 CPU s, a fifth of the width-128 neck and heads'
+training step (0.20 s; scripts/bench_perception.py), while the three levels in fp16 take 0.7 MB an
+image, 22 GB at 32k images (more than the 2-core machine's memory, so every epoch would read them
+from disk).
 
 Resumable: the state (heads, optimiser, step) is saved to ``OUT/train_state.pt`` every
 ``ckpt_every`` steps and at the end; ``resume=True`` continues from it (a changed config is

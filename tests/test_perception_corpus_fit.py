@@ -95,3 +95,23 @@ def test_shipping_from_a_corpus_writes_a_perception_the_reasoners_records_come_f
     scenes = json.loads((synth_bench / "val" / "benchmark.json").read_text())["samples"]
     some = records[scenes[0]["scene"]]
     assert some and all(e["id"] == -1 and "box" in e for recs in some.values() for e in recs)
+
+
+def test_the_command_fits_on_the_shipped_tower_and_refuses_what_it_cannot_do(perception_corpus, synth_bench,
+                                                                             tmp_path, capsys):
+    from pretrain.perception import main
+    out = tmp_path / "fpn"
+    args = ["--corpus", str(perception_corpus), "--bench", str(synth_bench), "--out", str(out), "--images", "8",
+            "--epochs", "1", "--threads", "1", "batch_size=4", "width=8", "log_every=1"]
+    assert main(args) == 0
+    settings = json.loads((out / "perception.json").read_text())
+    assert settings["backbone"]["pretrained"] == "checkpoints/backbone/synthclip-cnn16"
+    assert settings["backbone"]["image_size"] == 64 and settings["heads"]["neck"] == "fpn"
+    assert "--images 8" in (out / "MODEL_CARD.md").read_text()
+    capsys.readouterr()
+    assert main(args) == 2  # the fit's state is there: continuing it needs --resume
+    assert "--resume" in capsys.readouterr().err
+    assert main(args[:7] + ["100000"] + args[8:] + ["--out", str(tmp_path / "big")]) == 2
+    assert "--images 100000" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--bench", str(synth_bench), "--resume"])  # --resume belongs to a corpus fit
