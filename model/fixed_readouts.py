@@ -19,34 +19,22 @@ AIRBORNE = 2  # the field value (class + 1) of bench.entities.AIRBORNE_NAMES "ai
 EARLY = 0.2  # the weight of each later frame, when a read-out asks what comes first
 
 
-def shared_words(words: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """(B, O, L) bool: the word is in every valid option of its sample ("from", "the", "to" of
-    "from the X to the Y"), so it cannot tell the options apart. Never a whole option's words."""
-    same = words[:, :, :, None, None] == words[:, None, None, :, :]  # (B, O, L, O', L')
-    in_option = same.any(-1) | ~valid[:, None, None, :]  # (B, O, L, O'): in option O' (or O' is padding)
-    shared = in_option.all(-1) & (words != 0)
-    whole = shared.sum(-1, keepdim=True) == (words != 0).sum(-1, keepdim=True)
-    return shared & ~whole
-
-
 class FixedReadouts:
     """The tied read-out term of ``EntityReasoner`` (see the module docstring)."""
 
     def tied(self, batch: dict, q: torch.Tensor, p: torch.Tensor, p_set: torch.Tensor, distinct: torch.Tensor,
              geo: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
         """(B, O) the tied read-out term: tied_scale * sum over read-outs r of gate_r * cos(read-out r,
-        the option's mean word embedding, without the words every option of the sample holds). The
-        question's CLS gates which read-out it asks for. With
+        the option's mean word embedding). The question's CLS gates which read-out it asks for. With
         ``to_word``, an option "X to Y" scores the trajectory read-out as cos(start, X) + cos(end, Y)."""
         readouts, ends = self.readouts(batch, p, p_set, distinct, geo, known)  # (B, R, d), (B, 2, d)
         gate = torch.softmax(self.readout_gate(q[:, 0]), -1)  # which read-out the question asks for
         words = batch["option_ids"].clone()
         words[..., 0] = 0  # the option's words, without its CLS
-        shared = shared_words(words, batch["option_valid"])  # "from", "the", "to": they tell no option apart
-        option_words = F.normalize(self._phrase(words.masked_fill(shared, 0)), dim=-1)
+        option_words = F.normalize(self._phrase(words), dim=-1)
         cos = torch.einsum("bod,brd->bor", option_words, F.normalize(readouts, dim=-1))  # (B, O, R)
         if self.cfg.to_word:
-            start, end, split = self.path_words(words, shared)
+            start, end, split = self.path_words(words)
             ends = F.normalize(ends, dim=-1)
             path = ((F.normalize(start, dim=-1) * ends[:, None, 0]).sum(-1)
                     + (F.normalize(end, dim=-1) * ends[:, None, 1]).sum(-1))  # (B, O)
@@ -54,14 +42,12 @@ class FixedReadouts:
             cos = torch.where(at & split.unsqueeze(-1), path.unsqueeze(-1), cos)
         return self.tied_scale * (cos * gate.unsqueeze(1)).sum(-1)
 
-    def path_words(self, words: torch.Tensor, drop: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def path_words(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """An option's words before and after its first ``to_word`` ("from the red box" / "the blue
-        ball"), without the words ``drop`` marks, each as a mean word embedding (..., d), and whether
-        it has both parts (...,)."""
+        ball"), each as a mean word embedding (..., d), and whether it has both parts (...,)."""
         is_to = words == self.cfg.to_word
         at = torch.where(is_to.any(-1), is_to.int().argmax(-1), words.shape[-1]).unsqueeze(-1)
         i = torch.arange(words.shape[-1], device=words.device)
-        words = words.masked_fill(drop, 0)
         before, after = words.masked_fill(i >= at, 0), words.masked_fill(i <= at, 0)
         return self._phrase(before), self._phrase(after), (before != 0).any(-1) & (after != 0).any(-1)
 

@@ -50,5 +50,5 @@ def test_defaults_are_the_shipped_model():
     cfg = TrainConfig()
     assert not cfg.is_ceiling  # the ceiling is a config of its own, never a default
     assert Path(cfg.perception.folder) == Path("checkpoints/perception/synthclip-cnn16-heads")
-    assert (cfg.optim.lr, cfg.data.batch_size, cfg.trainer.max_epochs) == (1e-3, 32, 16)
+    assert (cfg.optim.lr, cfg.data.batch_size, cfg.trainer.max_epochs) == (1e-3, 32, 8)
     assert (cfg.loss.answer, cfg.loss.pointer, cfg.loss.assoc, cfg.loss.count) == (1.0, 1.0, 1.0, 0.5)

@@ -464,33 +464,11 @@ def test_path_words_split_an_option_at_its_first_to():
                           [vocab.stoi[w] for w in ["red"] + ["to"] + [str(k) for k in range(6)]],
                           [vocab.stoi["red"], vocab.stoi["to"], 0, 0, 0, 0, 0, 0],
                           [vocab.stoi[str(k)] for k in range(8)]])
-    start, end, both = model.path_words(words, torch.zeros_like(words, dtype=torch.bool))
+    start, end, both = model.path_words(words)
     assert both.tolist() == [True, True, False, False]  # "red to" has no end; no "to" at all: not a path
     with torch.no_grad():
         torch.testing.assert_close(start[0], model._phrase(words[0, :4]))
         torch.testing.assert_close(end[0], model._phrase(words[0, 5:]))
-        # dropped words leave either part, and "to" is found before they go
-        drop = torch.isin(words, torch.tensor([vocab.stoi["from"], vocab.stoi["the"], vocab.stoi["to"]]))
-        start, end, both = model.path_words(words, drop)
-        torch.testing.assert_close(start[0], model._phrase(words[0, 2:4]))
-        torch.testing.assert_close(end[0], model._phrase(words[0, 6:]))
-        assert both[0]
-
-
-def test_shared_words_are_those_every_valid_option_holds():
-    from model.fixed_readouts import shared_words
-    vocab = WordVocab.build(PATH_OPTIONS + ["the left hand", "the right hand", "the head"])
-    enc = lambda o: [vocab.stoi[w] for w in o.split()]  # noqa: E731
-    pad = lambda ids: ids + [0] * (8 - len(ids))  # noqa: E731
-    words = torch.tensor([[pad(enc(o)) for o in PATH_OPTIONS],
-                          [pad(enc("the left hand")), pad(enc("the right hand")), pad(enc("the head")), pad([])]])
-    valid = torch.tensor([[True] * 4, [True, True, True, False]])  # a padded option shares nothing, asks nothing
-    shared = shared_words(words, valid)
-    named = [[[vocab.itos[int(w)] for w, s in zip(o, so) if s] for o, so in zip(b, sb)] for b, sb in zip(words, shared)]
-    assert named[0] == [["from", "the", "to", "the"]] * 4
-    assert named[1] == [["the"], ["the"], ["the"], []]
-    same = torch.tensor([[pad(enc("the head"))] * 2])  # two equal options: never a whole option's words
-    assert not shared_words(same, torch.ones(1, 2, dtype=torch.bool)).any()
 
 
 # -- ablation switches -------------------------------------------------------------------------------------------
