@@ -88,8 +88,7 @@ def ensure_split(config: str | Path, root: str | Path, overrides: list[str], pro
         EvalInputError: a bad config (exit 2), a folder generated from another config or a
             generator failure (exit 1), one line each.
     """
-    from common.config import to_dict
-    from bench.synth.generate import SceneError, generate
+    from bench.synth.generate import SceneError, generate, recorded_config
     root = Path(root)
     cfg = split_config(config, overrides)
     test = root / "test" / "benchmark.json"
@@ -99,7 +98,7 @@ def ensure_split(config: str | Path, root: str | Path, overrides: list[str], pro
                                   f"{config} there"], DATA)
         with open(test) as fh:
             stored = json.load(fh).get("config", {})
-        want = to_dict(cfg)
+        want = recorded_config(cfg, "test")  # as the test split records it (keys that did not shape it left out)
         differ = [k for k in _differences(stored, want) if k != "workers"]
         if differ:
             raise EvalInputError([f"ERROR {root}: generated from another config than {config} (differs in "
