@@ -18,7 +18,7 @@ Pure tensors in, tensors out; inputs.entity_batch builds the batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,7 @@ from torch import nn
 from model.camera import canonical_offset, floor_points, pixel_rays
 
 from model.fixed_readouts import EVENTS, MAX_FRAMES, FixedReadouts
+from model.learned_readout import LearnedReadout
 
 
 @dataclass
@@ -50,7 +51,9 @@ class EntityReasonerConfig:
     association: bool = True      # False: no association features (set features see no identity)
     to_word: int = 0              # word id of "to" (an option "from X to Y" scores its ends apart); 0: none;
     #                               set from the vocabulary (inputs.checkpoint.build_entity_model)
-    readouts: bool = True         # False: no tied read-outs, the answer is the learned option scorer alone
+    readouts: bool = True         # False: no read-out term, the answer is the learned option scorer alone
+    readout: Literal["fixed", "learned"] = "fixed"  # fixed: the hand-written rules (model.fixed_readouts);
+    #                               learned: slots that pool the pointed set in word space (model.learned_readout)
     bag_of_frames: bool = False   # True: one token per image (its entities mean-pooled), no geometry, no association
     blind: bool = False           # True: every entity input zeroed, one token per image: question and options only
 
@@ -181,9 +184,13 @@ class EntityReasoner(FixedReadouts, nn.Module):
         # to the pointed person's first and last floor points, the first and the last posture
         self.n_readouts = len(self.fields) + 1 + 1 + len(EVENTS) + self.n_effectors + 1 + 1 + 1 + 2
         self.trajectory_index = self.n_readouts - 3
-        self.readout_gate = nn.Linear(d, self.n_readouts)
-        self.tied_scale = nn.Parameter(torch.tensor(5.0))
-        self.near_log_sigma = nn.Parameter(torch.tensor(-2.0))  # trajectory: softmin width over object distance
+        if cfg.readout == "fixed":
+            self.readout_gate = nn.Linear(d, self.n_readouts)
+            self.tied_scale = nn.Parameter(torch.tensor(5.0))
+            self.near_log_sigma = nn.Parameter(torch.tensor(-2.0))  # trajectory: softmin width over object distance
+        else:
+            self.learned_readout = LearnedReadout(d, cfg.heads, len(self.fields), self.n_effectors,
+                                                  dropout=cfg.dropout)
         self.word = nn.Embedding(cfg.vocab_size, d, padding_idx=0)
         self.field_type = nn.Parameter(torch.zeros(len(self.fields), d))
         self.contact = nn.Linear(cfg.contact_width, d)
@@ -417,10 +424,14 @@ class EntityReasoner(FixedReadouts, nn.Module):
         keep[:, 0] = True  # a padded option keeps its CLS position, so no row is all padding
         o = self.option((self.word(o_ids) + self.question_pos(o_pos)).view(b * n_o, lo, -1),
                         src_key_padding_mask=~keep)
+        o_tokens = o.view(b, n_o, lo, -1)
         o = o[:, 0].view(b, n_o, -1)  # each option's CLS
         z, _ = self.option_attn(o, h, h, key_padding_mask=~seq_mask)
         logits = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)  # the learned option scorer
-        if self.cfg.readouts:
+        if self.cfg.readouts and self.cfg.readout == "learned":
+            logits = logits + self.learned_readout(self, batch, h, seq_mask, x, p, p_set, distinct, state,
+                                                   onehot.sum(1) > 0, geo, known, o_tokens)
+        elif self.cfg.readouts:
             logits = logits + self.tied(batch, q, p, p_set, distinct, geo, known)
         logits = logits.masked_fill(~batch["option_valid"], -1e4)
         return {"option_logits": logits, "pointer_logits": pointer_logits, "assoc_logits": assoc_logits,
