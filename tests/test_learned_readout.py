@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from bench.entities import FIELDS
 from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
-from tests.test_entity_reasoner import _check_outputs, _mixed_batch, bench_dir, split  # noqa: F401 (fixtures)
+from tests import test_entity_reasoner as entity_tests
+from tests.test_entity_reasoner import _check_outputs, _mixed_batch
+
+bench_dir, split = entity_tests.bench_dir, entity_tests.split  # the tiny benchmark's fixtures
 
 
 def _model(vocab, **kw) -> EntityReasoner:
