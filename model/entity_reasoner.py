@@ -414,7 +414,8 @@ class EntityReasoner(FixedReadouts, nn.Module):
         else:
             ent = x + self.set_feat(torch.stack([p, with_pointed], -1))
         seq = torch.cat([q, count_tok.unsqueeze(1), state, ent], 1)
-        seq_mask = torch.cat([q_mask, torch.ones_like(q_mask[:, :1]), onehot.sum(1) > 0, t_mask], 1)
+        state_mask = onehot.sum(1) > 0  # (B, T) frames the pointed set is seen on
+        seq_mask = torch.cat([q_mask, torch.ones_like(q_mask[:, :1]), state_mask, t_mask], 1)
         h = self.reason(seq, src_key_padding_mask=~seq_mask)
 
         o_ids, o_mask = batch["option_ids"], batch["option_mask"]
@@ -430,7 +431,7 @@ class EntityReasoner(FixedReadouts, nn.Module):
         logits = self.score(torch.cat([z, o, z * o], -1)).squeeze(-1)  # the learned option scorer
         if self.cfg.readouts and self.cfg.readout == "learned":
             logits = logits + self.learned_readout(self, batch, h, seq_mask, x, p, p_set, distinct, state,
-                                                   onehot.sum(1) > 0, geo, known, o_tokens)
+                                                   state_mask, geo, known, o_tokens)
         elif self.cfg.readouts:
             logits = logits + self.tied(batch, q, p, p_set, distinct, geo, known)
         logits = logits.masked_fill(~batch["option_valid"], -1e4)

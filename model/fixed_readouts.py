@@ -111,16 +111,22 @@ class FixedReadouts:
         (``p``): its overlaps with them minus its separations from them, summed over the sightings,
         clamped at 0. An effector that touches an object overlaps it in every view that shows both;
         one that passes in front of it in one view is apart from it in another."""
-        mask, fields = batch["entity_mask"], batch["fields"]
-        n_d = self.n_descriptor
-        contact = batch["contact"].view(*mask.shape, self.n_effectors, 2, n_d)  # (B, E, X, overlap/apart, D)
-        obj = p * (batch["kind"] == 1) * mask
+        net, pointed_obj = self.net_contact(batch), self.pointed_objects(batch, p)  # (B, E, X, D), (B, D)
+        return ((wp[..., None, None] * net).sum(1) * pointed_obj.unsqueeze(1)).sum(-1).clamp_min(0)
+
+    def net_contact(self, batch: dict) -> torch.Tensor:
+        """(B, E, X, D) each body part's overlaps with each object kind and colour minus its separations."""
+        contact = batch["contact"].view(*batch["entity_mask"].shape, self.n_effectors, 2, self.n_descriptor)
+        return contact[..., 0, :] - contact[..., 1, :]
+
+    def pointed_objects(self, batch: dict, p: torch.Tensor) -> torch.Tensor:
+        """(B, D) the pointed objects' kinds and colours (the contact vector's last axis), weighted by ``p``."""
+        fields, n_d = batch["fields"], self.n_descriptor
+        obj = p * (batch["kind"] == 1) * batch["entity_mask"]
         n_kind = int(getattr(self, f"class_words_{self.fields.index('object_kind')}").shape[0])
         kind = F.one_hot((fields[..., self.fields.index("object_kind")] - 1).clamp_min(0), n_kind).float()
         colour = F.one_hot((fields[..., self.fields.index("object_colour")] - 1).clamp_min(0), n_d - n_kind).float()
-        pointed_obj = (obj.unsqueeze(-1) * torch.cat([kind, colour], -1)).sum(1)  # (B, D)
-        net = contact[..., 0, :] - contact[..., 1, :]  # (B, E, X, D)
-        return ((wp[..., None, None] * net).sum(1) * pointed_obj.unsqueeze(1)).sum(-1).clamp_min(0)
+        return (obj.unsqueeze(-1) * torch.cat([kind, colour], -1)).sum(1)
 
     def _trajectory(self, batch: dict, wp: torch.Tensor, geo: torch.Tensor, known: torch.Tensor,
                     at_frame: torch.Tensor, early: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

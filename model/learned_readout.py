@@ -54,7 +54,7 @@ class LearnedReadout(nn.Module):
         self.slot_gate = nn.Linear(d, 1)
         self.scale = nn.Parameter(torch.tensor(1.0))  # small at the start: the term grows as it helps
 
-    def values(self, reasoner, batch: dict, p: torch.Tensor) -> torch.Tensor:
+    def values(self, reasoner, batch: dict) -> torch.Tensor:
         """(B, E, V, d) what each entity offers in word space (see the module docstring)."""
         fields, mask = batch["fields"], batch["entity_mask"]
         out = [reasoner._shown(i, fields) for i in range(self.n_fields)]
@@ -66,22 +66,6 @@ class LearnedReadout(nn.Module):
         eff = reasoner._phrase(reasoner.effector_words)  # (X, d)
         out += list(eff.expand(*mask.shape, n_x, eff.shape[-1]).unbind(2))
         return torch.stack(out, 2)
-
-    def part_touch(self, reasoner, batch: dict, p: torch.Tensor) -> torch.Tensor:
-        """(B, E, X) how much each body part of each entity touches the pointed objects: its overlaps
-        with their kind and colour minus its separations (a feature the slots may use or not)."""
-        mask, fields = batch["entity_mask"], batch["fields"]
-        n_d = reasoner.n_descriptor
-        contact = batch["contact"].view(*mask.shape, self.n_effectors, 2, n_d)
-        obj = p * (batch["kind"] == 1) * mask
-        kind_i, colour_i = reasoner.fields.index("object_kind"), reasoner.fields.index("object_colour")
-        n_kind = int(getattr(reasoner, f"class_words_{kind_i}").shape[0])
-        kind = F.one_hot((fields[..., kind_i] - 1).clamp_min(0), n_kind).float() * (fields[..., kind_i] > 0).unsqueeze(-1)
-        colour = (F.one_hot((fields[..., colour_i] - 1).clamp_min(0), n_d - n_kind).float()
-                  * (fields[..., colour_i] > 0).unsqueeze(-1))
-        pointed = (obj.unsqueeze(-1) * torch.cat([kind, colour], -1)).sum(1)  # (B, D)
-        pointed = pointed / pointed.sum(-1, keepdim=True).clamp_min(1e-3)
-        return ((contact[..., 0, :] - contact[..., 1, :]) * pointed[:, None, None]).sum(-1)
 
     def pool(self, logit: torch.Tensor) -> torch.Tensor:
         """(B, K, E, V) each slot's attention over the (entity, value) pairs, from their logits."""
@@ -114,7 +98,7 @@ class LearnedReadout(nn.Module):
         dist = (geo[..., :2].unsqueeze(1) - at.unsqueeze(2)).norm(dim=-1)  # (B, K, E)
         obj = ((batch["kind"] == 1) & mask & known).unsqueeze(1)
         # slot attention over (entity, value) pairs
-        vals = self.values(reasoner, batch, p)  # (B, E, V, d)
+        vals = self.values(reasoner, batch)  # (B, E, V, d)
         q = self.query(s) / math.sqrt(d)  # (B, K, d)
         logit = (torch.einsum("bkd,bed->bke", q, self.entity_key(x)).unsqueeze(-1)
                  + torch.einsum("bkd,vd->bkv", q, self.value_type).unsqueeze(2)
@@ -122,7 +106,10 @@ class LearnedReadout(nn.Module):
         entity_l = (torch.log(p_set.clamp_min(1e-4)).unsqueeze(1) + lean_v.unsqueeze(-1) * 4 * t_rel.unsqueeze(1)
                     - F.softplus(near).unsqueeze(-1) * 4 * dist * obj)
         logit = logit + entity_l.unsqueeze(-1)
-        touch = self.part_touch(reasoner, batch, p)  # (B, E, X)
+        # how much each body part of each entity touches the pointed objects (overlaps minus separations)
+        pointed = reasoner.pointed_objects(batch, p)
+        pointed = pointed / pointed.sum(-1, keepdim=True).clamp_min(1e-3)
+        touch = (reasoner.net_contact(batch) * pointed[:, None, None]).sum(-1)  # (B, E, X)
         part0 = self.n_fields + 2 + self.n_effectors
         logit[..., part0:] = logit[..., part0:] + touch_w[:, :, None, None] * 4 * touch.unsqueeze(1)
         attn = self.pool(logit.masked_fill(~mask[:, None, :, None], -1e4))
