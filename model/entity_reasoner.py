@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.camera import canonical_offset, floor_points, pixel_rays
-
+from model.entity_layers import BiasedBlock, encoder, group_slots, image_columns, mlp, pool_images, pointed_set, to_entities
 from model.fixed_readouts import EVENTS, MAX_FRAMES, FixedReadouts
 from model.learned_readout import LearnedReadout
 
@@ -56,111 +56,6 @@ class EntityReasonerConfig:
     #                               learned: slots that pool the pointed set in word space (model.learned_readout)
     bag_of_frames: bool = False   # True: one token per image (its entities mean-pooled), no geometry, no association
     blind: bool = False           # True: every entity input zeroed, one token per image: question and options only
-
-
-def _mlp(d_in: int, d: int, d_out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(d_in, d), nn.GELU(), nn.Linear(d, d_out))
-
-
-class BiasedBlock(nn.Module):
-    """Pre-norm transformer block over groups of tokens (the entities of one time step).
-
-    The tokens come flat, (N, d); ``index`` (N,) places each in a (G * S) grid of G groups of S
-    slots. The per-token parts (norms, projections, MLP) run on the N tokens only; attention runs
-    per group with an additive (G, H, S, S) bias that is -inf to the empty slots."""
-
-    def __init__(self, d: int, heads: int, dropout: float):
-        super().__init__()
-        self.heads = heads
-        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = _mlp(d, 4 * d, d)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, index: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        n, d = x.shape
-        g, _, s, _ = bias.shape
-        qkv = self.qkv(self.norm1(x))
-        grid = qkv.new_zeros(g * s, 3 * d).index_copy(0, index, qkv)
-        q, k, v = grid.view(g, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        att = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # (G, H, S, d / H)
-        att = att.transpose(1, 2).reshape(g * s, d).index_select(0, index)
-        x = x + self.drop(self.out(att))
-        return x + self.drop(self.mlp(self.norm2(x)))
-
-
-def _group(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Groups of equal keys. key (N,) long -> each element's group (N,) (groups in ascending key
-    order), its slot within the group (N,) (in input order, by a cumulative count), the groups'
-    keys (G,) and sizes (G,)."""
-    keys, gid, counts = torch.unique(key, return_inverse=True, return_counts=True)
-    order = torch.argsort(gid, stable=True)
-    start = counts.cumsum(0) - counts
-    slot = torch.empty_like(gid)
-    slot[order] = torch.arange(gid.numel(), device=key.device) - start[gid[order]]
-    return gid, slot, keys, counts
-
-
-def _images(batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The images (view, frame) of each sample as slots of a (B, I) layout: each entity's image
-    slot (B, E) (0 at padding), and per slot its view, frame (B, I) and whether it is an image."""
-    mask = batch["entity_mask"]
-    b = mask.shape[0]
-    n_f = int(batch["frame"].max()) + 1
-    per_b = (int(batch["view"].max()) + 1) * n_f
-    rows = torch.arange(b, device=mask.device).unsqueeze(1)
-    gid, _, keys, _ = _group((rows * per_b + batch["view"] * n_f + batch["frame"])[mask])
-    img_b, img_key = keys // per_b, keys % per_b
-    _, img_slot, _, _ = _group(img_b)
-    n_i = int(img_slot.max()) + 1
-    flat = img_b * n_i + img_slot  # each image's place in (B * I)
-    long = torch.zeros(b * n_i, dtype=torch.long, device=mask.device)
-    view, frame = long.index_copy(0, flat, img_key // n_f), long.index_copy(0, flat, img_key % n_f)
-    real = torch.zeros(b * n_i, dtype=torch.bool, device=mask.device).index_fill(0, flat, True)
-    col = torch.zeros_like(batch["frame"]).masked_scatter(mask, img_slot[gid])
-    return col, view.view(b, n_i), frame.view(b, n_i), real.view(b, n_i)
-
-
-def _pool(t: torch.Tensor, col: torch.Tensor, mask: torch.Tensor, n_i: int, reduce: str) -> torch.Tensor:
-    """Per-entity values (B, E, ...) reduced ("mean", "amax") over the entities of each image slot
-    ``col`` (B, E) of (B, I): (B, I, ...); 0 at slots without an image."""
-    flat = (torch.arange(mask.shape[0], device=t.device).unsqueeze(1) * n_i + col)[mask]
-    src = t[mask]
-    idx = flat.view(-1, *([1] * (src.dim() - 1))).expand_as(src)
-    out = src.new_zeros(mask.shape[0] * n_i, *src.shape[1:])
-    return out.scatter_reduce(0, idx, src, reduce, include_self=False).view(mask.shape[0], n_i, *src.shape[1:])
-
-
-def _to_entities(t: torch.Tensor, col: torch.Tensor, dim: int = 1) -> torch.Tensor:
-    """Per-image values broadcast to the entities along ``dim``: t (B, ..., I, ...) -> (B, ..., E, ...),
-    each entity taking its image slot ``col`` (B, E)'s value."""
-    shape = [1] * t.dim()
-    shape[0], shape[dim] = col.shape
-    idx = col.view(shape).expand(*t.shape[:dim], col.shape[1], *t.shape[dim + 1:])
-    return t.gather(dim, idx)
-
-
-def _encoder(d: int, heads: int, layers: int, dropout: float) -> nn.TransformerEncoder:
-    layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout, activation="gelu", batch_first=True, norm_first=True)
-    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-
-
-def pointed_set(p: torch.Tensor, a: torch.Tensor, mask: torch.Tensor, person: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The pointed set and its soft distinct count of persons.
-
-    p (B, E) pointer; a (B, E, E) association probabilities (1 on the diagonal of real entities).
-    The set is the pointed sightings spread along the association where it says "same" (a > 0.5)
-    to every sighting of the same entities, other views and frames: (B, E). The count gives each
-    sighting of a person 1 / (sightings of the same person) of its set weight, so a person counts
-    as much as the pointer holds it, however many views see it: (B,).
-    """
-    eye = torch.eye(a.shape[-1], dtype=torch.bool, device=a.device)
-    sure = torch.where(eye, a, ((a - 0.5) * 2).clamp(0, 1))
-    p_set = (sure * p.unsqueeze(1)).amax(-1) * mask
-    person = (person & mask).float()
-    distinct = (p_set * person / (sure @ person.unsqueeze(-1)).squeeze(-1).clamp_min(1.0)).sum(-1)
-    return p_set, distinct
 
 
 class EntityReasoner(FixedReadouts, nn.Module):
@@ -194,8 +89,8 @@ class EntityReasoner(FixedReadouts, nn.Module):
         self.word = nn.Embedding(cfg.vocab_size, d, padding_idx=0)
         self.field_type = nn.Parameter(torch.zeros(len(self.fields), d))
         self.contact = nn.Linear(cfg.contact_width, d)
-        self.box = _mlp(6, d, d)
-        self.geometry = _mlp(4, d, d)
+        self.box = mlp(6, d, d)
+        self.geometry = mlp(4, d, d)
         self.no_camera = nn.Parameter(torch.zeros(d))
         self.kind = nn.Embedding(2, d)
         self.role = nn.Embedding(4, d)
@@ -206,19 +101,19 @@ class EntityReasoner(FixedReadouts, nn.Module):
         self.floor_scale = nn.Parameter(torch.full((cfg.heads,), 1.0))
         self.same_image = nn.Parameter(torch.zeros(cfg.heads))
         self.question_pos = nn.Embedding(64, d)
-        self.question = _encoder(d, cfg.heads, cfg.question_layers, cfg.dropout)
+        self.question = encoder(d, cfg.heads, cfg.question_layers, cfg.dropout)
         self.pointer_attn = nn.MultiheadAttention(d, cfg.heads, dropout=cfg.dropout, batch_first=True)
-        self.pointer_head = _mlp(2 * d + len(self.fields) + 2, d, 1)
+        self.pointer_head = mlp(2 * d + len(self.fields) + 2, d, 1)
         self.assoc_proj = nn.Linear(d, d)
         self.assoc_scale = nn.Parameter(torch.tensor(10.0))
         self.assoc_bias = nn.Parameter(torch.tensor(-5.0))
-        self.set_feat = _mlp(2, d, d)        # (pointer prob, association with the pointed set)
+        self.set_feat = mlp(2, d, d)        # (pointer prob, association with the pointed set)
         self.count_type = nn.Parameter(torch.zeros(d))
         self.state_type = nn.Parameter(torch.zeros(d))
-        self.reason = _encoder(d, cfg.heads, cfg.reason_layers, cfg.dropout)
-        self.option = _encoder(d, cfg.heads, cfg.option_layers, cfg.dropout)
+        self.reason = encoder(d, cfg.heads, cfg.reason_layers, cfg.dropout)
+        self.option = encoder(d, cfg.heads, cfg.option_layers, cfg.dropout)
         self.option_attn = nn.MultiheadAttention(d, cfg.heads, dropout=cfg.dropout, batch_first=True)
-        self.score = _mlp(3 * d, d, 1)
+        self.score = mlp(3 * d, d, 1)
 
     # -- entity tokens ---------------------------------------------------------------------
     def _class_table(self, i: int) -> torch.Tensor:
@@ -294,7 +189,7 @@ class EntityReasoner(FixedReadouts, nn.Module):
         if not self.cfg.entity_attention:
             key, per_b = view * n_f + frame, (int(view.max()) + 1) * n_f
         rows = torch.arange(mask.shape[0], device=x.device).unsqueeze(1)
-        gid, slot, _, counts = _group((rows * per_b + key)[mask])
+        gid, slot, _, counts = group_slots((rows * per_b + key)[mask])
         index = gid * int(counts.max()) + slot  # each real token's place in the (G * S) grid
         bias = self.group_bias(index, counts, view[mask], geo[mask], known[mask])
         h = x[mask]
@@ -359,11 +254,11 @@ class EntityReasoner(FixedReadouts, nn.Module):
         x, geo, known = self.embed_entities(batch)
         bag = self.cfg.bag_of_frames
         if bag:  # one token per image: its entity tokens, mean-pooled; no geometry
-            col, t_view, t_frame, t_mask = _images(batch)
+            col, t_view, t_frame, t_mask = image_columns(batch)
             n_i = t_mask.shape[1]
-            tok = self.entity_attention(_pool(x, col, mask, n_i, "mean"), t_view, t_frame, t_mask,
+            tok = self.entity_attention(pool_images(x, col, mask, n_i, "mean"), t_view, t_frame, t_mask,
                                         geo.new_zeros(*t_mask.shape, 3), torch.zeros_like(t_mask))
-            x = _to_entities(tok, col)
+            x = to_entities(tok, col)
         else:
             t_mask = mask
             tok = x = self.entity_attention(x, batch["view"], batch["frame"], mask, geo, known)
@@ -376,9 +271,9 @@ class EntityReasoner(FixedReadouts, nn.Module):
         read, _ = self.pointer_attn(tok, q, q, key_padding_mask=~q_mask)
         match = self.word_match(batch)
         if bag:
-            match = _pool(match, col, mask, n_i, "amax")
+            match = pool_images(match, col, mask, n_i, "amax")
         t_pointer = self.pointer_head(torch.cat([tok, read, match], -1)).squeeze(-1).masked_fill(~t_mask, -1e4)
-        pointer_logits = _to_entities(t_pointer, col).masked_fill(~mask, -1e4) if bag else t_pointer
+        pointer_logits = to_entities(t_pointer, col).masked_fill(~mask, -1e4) if bag else t_pointer
         p = torch.sigmoid(pointer_logits) * mask
         if "pointer_override" in batch:  # the oracle pointer: answer accuracy given the right entities
             p = batch["pointer_override"] * mask
@@ -387,7 +282,7 @@ class EntityReasoner(FixedReadouts, nn.Module):
         e = F.normalize(self.assoc_proj(tok), dim=-1)
         assoc_logits = self.assoc_scale * e @ e.transpose(1, 2) + self.assoc_bias
         if bag:
-            assoc_logits = _to_entities(_to_entities(assoc_logits, col, 1), col, 2)
+            assoc_logits = to_entities(to_entities(assoc_logits, col, 1), col, 2)
         pair = mask.unsqueeze(-1) & mask.unsqueeze(-2)
         eye = torch.eye(pair.shape[1], dtype=torch.bool, device=pair.device)
         if self.cfg.association and not bag:
@@ -409,7 +304,7 @@ class EntityReasoner(FixedReadouts, nn.Module):
         count_tok = self._number(distinct) + self.count_type
 
         if bag:  # an image token: the most pointed of its entities; no association
-            t_p = _pool(p, col, mask, n_i, "amax")
+            t_p = pool_images(p, col, mask, n_i, "amax")
             ent = tok + self.set_feat(torch.stack([t_p, torch.zeros_like(t_p)], -1))
         else:
             ent = x + self.set_feat(torch.stack([p, with_pointed], -1))
@@ -444,7 +339,7 @@ class EntityReasoner(FixedReadouts, nn.Module):
         many entities they hold reaches the model; only the views and frames stay (the tokens'
         view and time). Each entity gets its image's outputs."""
         mask = batch["entity_mask"]
-        col, view, frame, real = _images(batch)
+        col, view, frame, real = image_columns(batch)
         b, n_i = view.shape
         zero = torch.zeros_like(view)
         stand_in = {key: batch[key] for key in ("question", "question_mask", "option_ids", "option_mask",
@@ -456,9 +351,9 @@ class EntityReasoner(FixedReadouts, nn.Module):
             view=view, frame=frame, mark=zero, image_mark=zero, mark_role=zero, entity_mask=real,
             has_camera=torch.zeros_like(batch["has_camera"]))
         if "pointer_override" in batch:
-            stand_in["pointer_override"] = _pool(batch["pointer_override"], col, mask, n_i, "amax")
+            stand_in["pointer_override"] = pool_images(batch["pointer_override"], col, mask, n_i, "amax")
         out = self._forward(stand_in)
-        assoc = _to_entities(_to_entities(out["assoc_logits"], col, 1), col, 2)
+        assoc = to_entities(to_entities(out["assoc_logits"], col, 1), col, 2)
         return {"option_logits": out["option_logits"], "distinct_count": out["distinct_count"],
-                "pointer_logits": _to_entities(out["pointer_logits"], col).masked_fill(~mask, -1e4),
-                "assoc_logits": assoc, "entity_tokens": _to_entities(out["entity_tokens"], col)}
+                "pointer_logits": to_entities(out["pointer_logits"], col).masked_fill(~mask, -1e4),
+                "assoc_logits": assoc, "entity_tokens": to_entities(out["entity_tokens"], col)}

@@ -13,7 +13,8 @@ from bench.entities import FIELDS
 from bench.synth.generate import generate, scene_entities
 from inputs.entity_batch import (CONTACT_WIDTH, WordVocab, build_entity_item, build_text_item, collate_entities,
                                  load_entity_labels)
-from model.entity_reasoner import EntityReasoner, EntityReasonerConfig, pointed_set
+from model.entity_layers import pointed_set
+from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
 from training.config import LossConfig
 from training.losses import SET_COUNT_TASKS, EntityCriterion, count_target
 
