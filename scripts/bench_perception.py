@@ -8,7 +8,8 @@
 2. load: decoding and normalising those images for the tower;
 3. tower: the frozen shipped tower at 224 px, its stride-4, 8 and 16 levels from one pass;
 4. heads: the fpn neck and heads' forward, loss, backward and AdamW step at each width, on those
-   images' levels and records (the tower's time not included);
+   images' levels and records (the tower's time not included); and their prediction (forward and
+   decoding to records, no grad), what ``python train.py``'s perception step adds to load + tower;
 5. level cache: what keeping the three levels in fp16 on disk would cost instead of the tower's pass:
    bytes an image, and the seconds to read one back (warm page cache: a lower bound).
 
@@ -94,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
                 terms["loss"].backward()
                 opt.step()
             out[f"heads_w{width}_s_per_image"] = _timed(step, args.reps) / len(paths)
+            heads.eval()
+
+            @torch.no_grad()
+            def predict():
+                heads.decode(heads(*maps), (224, 224))
+            out[f"predict_w{width}_s_per_image"] = _timed(predict, args.reps) / len(paths)
+            heads.train()
             out[f"heads_w{width}_parameters"] = sum(p.numel() for p in heads.parameters())
         files = []
         for i in range(len(paths)):
