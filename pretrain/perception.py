@@ -2,6 +2,7 @@
 
     python -m pretrain.perception --corpus data/perception-corpus [--images 32000] [--epochs 3]
         [--bench data/synth-default] [--out checkpoints/perception/<name>] [--threads 2] [--resume]
+        [--level-store data/perception-levels]
         [key=value ...]                                    # pretrain.perception_corpus_fit.CorpusFitConfig
 
 With ``--corpus`` the feature-pyramid heads (``model.perception``, neck ``fpn``) are fitted on a
@@ -159,7 +160,7 @@ by the sha256 below).
 
 def ship_from_corpus(cfg, backbone: BackboneConfig, bench: Path, out: Path, resume: bool = False,
                      figure_splits: tuple[str, ...] = ("val",), threads: int = 2, command: str = "",
-                     progress: bool = True, stop_after: int | None = None) -> dict:
+                     progress: bool = True, stop_after: int | None = None, level_store: str | Path | None = None) -> dict:
     """Fit fpn heads on ``cfg.corpus`` (``CorpusFitConfig``) with the tower ``backbone`` (its input
     size replaced by ``cfg.image_size``, or the corpus images' own side), write the perception folder
     ``out`` and return its report (``figures.json``); ``{"stopped": True, ...}`` when ``stop_after``
@@ -181,7 +182,8 @@ def ship_from_corpus(cfg, backbone: BackboneConfig, bench: Path, out: Path, resu
     first = corpus_items(cfg.corpus, 1)[0][0]
     size = cfg.image_size or image_hw(first)[0]
     source = tower_pyramid(dataclasses.replace(backbone, image_size=size), cfg.levels)
-    heads, fit = fit_on_corpus(cfg, source, out, resume=resume, progress=progress, stop_after=stop_after)
+    heads, fit = fit_on_corpus(cfg, source, out, resume=resume, progress=progress, stop_after=stop_after,
+                               level_store=level_store)
     if fit["stopped"]:
         return fit
     exported = time.time()
@@ -225,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, help="default: 3 with --corpus, else 10")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--resume", action="store_true", help="with --corpus: continue the fit saved in --out")
+    parser.add_argument("--level-store", help="with --corpus: keep the tower's levels of each image in fp16 in this "
+                        "folder (0.7 MB an image at 224 px) and read them back in later epochs, instead of running "
+                        "the tower on every batch")
     parser.add_argument("--figure-splits", default="val", help="with --corpus: benchmark splits measured (train,val)")
     parser.add_argument("--cache-dir", default="data/cache", help="without --corpus: the tower's feature caches")
     parser.add_argument("--fine-layer", type=int, default=2,
@@ -243,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                                  f"(python -m bench generate --config configs/bench/default.yaml --out {bench})")
             report = ship_from_corpus(cfg, BackboneConfig(), bench, Path(args.out or CORPUS_OUT), args.resume,
                                       tuple(args.figure_splits.split(",")), args.threads,
-                                      "python -m pretrain.perception " + " ".join(sys.argv[1:] if argv is None else argv))
+                                      "python -m pretrain.perception " + " ".join(sys.argv[1:] if argv is None else argv),
+                                      level_store=args.level_store)
         except (ConfigError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

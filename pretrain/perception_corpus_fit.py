@@ -2,13 +2,14 @@
 
     heads, report = fit_on_corpus(cfg, out_dir, resume=False)
 
-The tower is frozen and runs on each batch under ``no_grad`` (``inputs.perception.TowerPyramid``)
-at the corpus images' own size (224 px: the renders' native resolution); only the neck and the
-heads train. The tower's levels are computed on the fly rather than cached on disk: on 1 thread,
-decoding an image and the tower's pass cost 0.04 CPU s, a fifth of the width-128 neck and heads'
-training step (0.20 s; scripts/bench_perception.py), while the three levels in fp16 take 0.7 MB an
-image, 22 GB at 32k images (more than the 2-core machine's memory, so every epoch would read them
-from disk).
+The tower is frozen and runs under ``no_grad`` (``inputs.perception.TowerPyramid``) at the corpus
+images' own size (224 px: the renders' native resolution); only the neck and the heads train. Its
+levels are computed on the fly, or with a ``LevelStore`` (``--level-store``) kept in fp16 on disk
+the first time an image is seen and read back in later epochs: on 1 thread, decoding an image and
+the tower's pass cost 0.04 CPU s against 0.06 s for the width-64 heads' training step and 0.20 s at
+width 128 (scripts/bench_perception.py), while the three levels take 0.7 MB an image (22 GB at
+32k images). The store changes what is computed, not the result: a fit may be resumed with or
+without it.
 
 Resumable: the state (heads, optimiser, step) is saved to ``OUT/train_state.pt`` every
 ``ckpt_every`` steps and at the end; ``resume=True`` continues from it (a changed config is
@@ -18,6 +19,7 @@ resumed fit sees the batches and rates an uninterrupted one would.
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -80,11 +82,46 @@ def epoch_order(cfg: CorpusFitConfig, epoch: int, n: int) -> np.ndarray:
     return np.random.default_rng([cfg.seed, epoch]).permutation(n)
 
 
+class LevelStore:
+    """The tower's levels of images, in fp16 on disk under ``folder/<tower identity>/``, one
+    safetensors file an image (named by a digest of its absolute path), written atomically the first
+    time the image is seen; ``maps`` returns what ``TowerPyramid.maps`` would, to fp16 precision."""
+
+    def __init__(self, folder: str | Path, source: TowerPyramid):
+        self.source = source
+        levels = "-".join(str(k) for k in source.levels)
+        self.root = Path(folder) / f"{source.tower.identity}-levels{levels}"
+
+    def file(self, path: str) -> Path:
+        digest = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()
+        return self.root / digest[:2] / f"{digest}.safetensors"
+
+    def maps(self, paths: list[str]) -> list[torch.Tensor]:
+        from safetensors.torch import load_file, save_file
+        files = [self.file(p) for p in paths]
+        missing = [i for i, f in enumerate(files) if not f.is_file()]
+        fresh = dict(zip(missing, zip(*self.source.maps(self.source.images([paths[i] for i in missing]))))) \
+            if missing else {}
+        per_image = []
+        for i, f in enumerate(files):
+            if i in fresh:
+                tensors = [m.half().contiguous() for m in fresh[i]]
+                f.parent.mkdir(parents=True, exist_ok=True)
+                with atomic_target(f) as tmp:
+                    save_file({f"level{k}": t for k, t in enumerate(tensors)}, str(tmp))
+            else:
+                stored = load_file(str(f))
+                tensors = [stored[f"level{k}"] for k in range(len(self.source.levels))]
+            per_image.append(tensors)
+        return [torch.stack([t[k] for t in per_image]).float().contiguous(memory_format=torch.channels_last)
+                for k in range(len(self.source.levels))]
+
+
 def train_step(heads: PerceptionHeads, source: TowerPyramid, opt: torch.optim.Optimizer, items: list,
-               box_weight: float) -> dict[str, float]:
+               box_weight: float, store: LevelStore | None = None) -> dict[str, float]:
     """One optimiser step on ``items`` ((image path, records) of one size); returns the loss terms."""
     paths = [p for p, _ in items]
-    maps = source.maps(source.images(paths))  # frozen: no graph
+    maps = store.maps(paths) if store is not None else source.maps(source.images(paths))  # frozen: no graph
     out = heads(*maps)
     size = out["heat"].shape[-1]
     targets = _batch_targets([records for _, records in items], size, image_hw(paths[0]))
@@ -96,7 +133,8 @@ def train_step(heads: PerceptionHeads, source: TowerPyramid, opt: torch.optim.Op
 
 
 def fit_on_corpus(cfg: CorpusFitConfig, source: TowerPyramid, out_dir: str | Path, resume: bool = False,
-                  progress: bool = True, stop_after: int | None = None) -> tuple[PerceptionHeads, dict]:
+                  progress: bool = True, stop_after: int | None = None, level_store: str | Path | None = None
+                  ) -> tuple[PerceptionHeads, dict]:
     """Train the fpn heads on the corpus's first ``cfg.images`` images; returns (heads, report) with
     report = {"steps", "seconds", "images", "stopped"}.
 
@@ -104,6 +142,8 @@ def fit_on_corpus(cfg: CorpusFitConfig, source: TowerPyramid, out_dir: str | Pat
         source: the frozen tower at the input size and levels to fit on (``cfg.levels``).
         resume: continue from ``out_dir/train_state.pt``; without it an existing state is refused.
         stop_after: end after that many steps in all, state saved (as an interruption would; tests).
+        level_store: a folder where the tower's levels are kept in fp16 (``LevelStore``); None: the
+            tower runs on every batch.
     Raises:
         ValueError: a state exists and ``resume`` is off, or it was written by another config.
     """
@@ -134,6 +174,7 @@ def fit_on_corpus(cfg: CorpusFitConfig, source: TowerPyramid, out_dir: str | Pat
         if progress:
             print(f"resuming from step {step}/{total}", flush=True)
     end = total if stop_after is None else min(total, stop_after)
+    store = LevelStore(level_store, source) if level_store is not None else None
     heads.train()
     bar = tqdm(total=total, initial=step, disable=not progress, desc="perception fit", unit="step")
     window: dict[str, float] = {}
@@ -143,7 +184,7 @@ def fit_on_corpus(cfg: CorpusFitConfig, source: TowerPyramid, out_dir: str | Pat
         batch = [items[i] for i in epoch_order(cfg, epoch, len(items))[k * cfg.batch_size:(k + 1) * cfg.batch_size]]
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, step, total)
-        terms = train_step(heads, source, opt, batch, cfg.box_weight)
+        terms = train_step(heads, source, opt, batch, cfg.box_weight, store)
         step += 1
         bar.update(1)
         for name, value in terms.items():

@@ -11,7 +11,7 @@ import torch
 
 from bench.format import Camera
 from model.config import tiny_cnn_backbone_config
-from pretrain.perception_corpus_fit import STATE, CorpusFitConfig, fit_on_corpus
+from pretrain.perception_corpus_fit import STATE, CorpusFitConfig, LevelStore, fit_on_corpus
 from pretrain.perception_fit import floor_errors, perception_figures
 
 # a camera 2 m above the origin looking straight down: pixel (50, 50) sees (0, 0), 10 px = 0.2 m
@@ -65,6 +65,34 @@ def test_an_interrupted_fit_resumes_to_the_same_weights(perception_corpus, tiny_
     assert again["steps"] == 6 and not again["stopped"]
     for name, tensor in whole.state_dict().items():
         assert torch.equal(resumed.state_dict()[name], tensor), name
+
+
+def test_the_level_store_returns_the_towers_maps_and_a_fit_may_switch_to_it(perception_corpus, tiny_tower,
+                                                                           tmp_path):
+    from pretrain.perception_corpus import corpus_items
+    paths = [p for p, _ in corpus_items(perception_corpus, 3)]
+    store = LevelStore(tmp_path / "levels", tiny_tower)
+    direct = tiny_tower.maps(tiny_tower.images(paths))
+    first = store.maps(paths[:2])  # two computed and written
+    assert len(list(store.root.rglob("*.safetensors"))) == 2
+    both = store.maps(paths)  # two read back, one computed
+    assert len(list(store.root.rglob("*.safetensors"))) == 3
+    for d, f, b in zip(direct, first, both):
+        assert b.shape == d.shape and b.dtype == torch.float32
+        assert torch.equal(f, b[:2]) and torch.allclose(b, d.half().float())
+    # a fit from the store resumes from the store to the same weights; a fit begun on the fly goes on from it
+    cfg = _fit_cfg(perception_corpus)
+    whole, _ = fit_on_corpus(cfg, tiny_tower, tmp_path / "whole", progress=False, level_store=tmp_path / "levels")
+    assert len(list(store.root.rglob("*.safetensors"))) == 10
+    fit_on_corpus(cfg, tiny_tower, tmp_path / "cut", progress=False, stop_after=3, level_store=tmp_path / "levels")
+    resumed, _ = fit_on_corpus(cfg, tiny_tower, tmp_path / "cut", resume=True, progress=False,
+                               level_store=tmp_path / "levels")
+    for name, tensor in whole.state_dict().items():
+        assert torch.equal(resumed.state_dict()[name], tensor), name
+    fit_on_corpus(cfg, tiny_tower, tmp_path / "fly", progress=False, stop_after=3)
+    _, done = fit_on_corpus(cfg, tiny_tower, tmp_path / "fly", resume=True, progress=False,
+                            level_store=tmp_path / "levels")
+    assert done["steps"] == 6 and not done["stopped"]
 
 
 def test_shipping_from_a_corpus_writes_a_perception_the_reasoners_records_come_from(
