@@ -141,7 +141,7 @@ by the sha256 below).
 - Training: seed {fit['seed']}, {fit['epochs']} epochs of batch {fit['batch_size']}, AdamW lr {fit['lr']}
   (warm-up {fit['warmup_steps']} steps, cosine), width {fit['width']}, box L1 weight {fit['box_weight']};
   {report['fit_seconds']:,} s of fitting steps (summed over resumed runs), {report['figures_seconds']:,} s to
-  export and measure, {report['threads']} threads.
+  export and measure, {report['threads']} thread(s) on a 2-core CPU machine.
 
 ## Figures on the benchmark `{report['bench']}` (IoU 0.5; attributes on matched entities where the view shows them; %)
 
