@@ -48,7 +48,8 @@ class CorpusFitConfig:
     """The fit of fpn heads on a corpus (the tower: ``model.config.BackboneConfig``'s, frozen)."""
 
     RANGES: ClassVar[dict] = {"images": ">= 1", "image_size": ">= 0", "width": ">= 1", "roi": ">= 1",
-                              "epochs": ">= 1", "batch_size": ">= 1", "lr": "> 0", "ckpt_every": ">= 1"}
+                              "epochs": ">= 1", "batch_size": ">= 1", "lr": "> 0", "ckpt_every": ">= 1",
+                              "box_unit": "> 0"}
 
     corpus: str = "data/perception-corpus"  # the corpus folder (python -m pretrain.perception_corpus)
     images: int = 32000  # its first images fitted on (more images rather than more epochs)
@@ -62,14 +63,23 @@ class CorpusFitConfig:
     lr: float = 2e-3  # AdamW peak; linear warm-up, then cosine to 0
     warmup_steps: int = 100
     weight_decay: float = 0.01
-    box_weight: float = 1.0  # the box distances' L1 (in output cells) beside the centre focal loss
+    box_weight: float = 1.0  # the box distances' L1 (in units of box_unit cells) beside the centre focal loss
+    box_unit: float = 1.0  # output cells per unit of the box head (model.perception.PerceptionConfig.box_unit)
     seed: int = 0
     ckpt_every: int = 100  # steps between saved states
     log_every: int = 20  # steps between log.csv rows
 
     def heads(self, level_dims: list[int]) -> PerceptionConfig:
         return PerceptionConfig(neck="fpn", levels=list(self.levels), level_dims=list(level_dims), width=self.width,
-                                roi=self.roi)
+                                roi=self.roi, box_unit=self.box_unit)
+
+
+def same_settings(saved: dict, current: dict) -> bool:
+    """Whether a saved fit's settings are ``current``'s; a fit config field added since the state was
+    saved matches where it holds its default (what the saved fit ran with)."""
+    defaults = to_dict(CorpusFitConfig())
+    fit = {k: saved["fit"].get(k, defaults[k]) for k in current["fit"]}
+    return fit == current["fit"] and set(saved["fit"]) <= set(current["fit"]) and saved["tower"] == current["tower"]
 
 
 def lr_at(cfg: CorpusFitConfig, step: int, total: int) -> float:
@@ -165,7 +175,7 @@ def fit_on_corpus(cfg: CorpusFitConfig, source: TowerPyramid, out_dir: str | Pat
         if not resume:
             raise ValueError(f"{state_file} exists: pass --resume to continue that fit, or use another --out")
         state = torch.load(state_file, weights_only=True, map_location="cpu")
-        if state["settings"] != settings:
+        if not same_settings(state["settings"], settings):
             raise ValueError(f"{state_file} was written by another config or tower; resume with the same settings "
                              "or use another --out")
         heads.load_state_dict(state["heads"])
