@@ -45,9 +45,6 @@ class PerceptionConfig:
     width: int = 128           # the neck's channels
     upsample: int = 2          # plain without a finer level: output map = grid * upsample per side
     roi: int = 3               # RoIAlign output size
-    box_unit: float = 1.0      # output cells per unit of the box head's output (and of its L1 loss): at
-    #   stride 4 a person's sides lie 5-30 cells from its centre, a far reach for a 1x1 conv under Adam's
-    #   step size; 1: the cells themselves (the shipped heads)
     threshold: float = 0.3     # centre score that makes a detection
     max_entities: int = 40     # per image
 
@@ -116,7 +113,7 @@ class PerceptionHeads(nn.Module):
         if self.cfg.neck == "fpn":
             feat = self.neck(list(levels))
             hidden = self.trunk(feat)
-            return {"heat": self.heat(hidden), "box": F.softplus(self.box(hidden)) * self.cfg.box_unit, "feat": feat}
+            return {"heat": self.heat(hidden), "box": F.softplus(self.box(hidden)), "feat": feat}
         patch_tokens, fine_tokens = levels[0], levels[1] if len(levels) > 1 else None
         b, p, c = patch_tokens.shape
         g = int(round(p ** 0.5))
@@ -128,7 +125,7 @@ class PerceptionHeads(nn.Module):
             fine = fine_tokens.float().transpose(1, 2).reshape(b, -1, gf, gf)
             x = torch.cat([F.interpolate(x, size=(gf, gf), mode="nearest"), fine], 1)
         feat = self.neck(x)
-        return {"heat": self.heat(feat), "box": F.softplus(self.box(feat)) * self.cfg.box_unit, "feat": feat}
+        return {"heat": self.heat(feat), "box": F.softplus(self.box(feat)), "feat": feat}
 
     def read(self, feat: torch.Tensor, rois: torch.Tensor) -> dict[str, torch.Tensor]:
         """Attributes of boxes. rois (K, 5): image index, x0, y0, x1, y1 in output cells.

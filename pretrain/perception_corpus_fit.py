@@ -48,8 +48,7 @@ class CorpusFitConfig:
     """The fit of fpn heads on a corpus (the tower: ``model.config.BackboneConfig``'s, frozen)."""
 
     RANGES: ClassVar[dict] = {"images": ">= 1", "image_size": ">= 0", "width": ">= 1", "roi": ">= 1",
-                              "epochs": ">= 1", "batch_size": ">= 1", "lr": "> 0", "ckpt_every": ">= 1",
-                              "box_unit": "> 0"}
+                              "epochs": ">= 1", "batch_size": ">= 1", "lr": "> 0", "ckpt_every": ">= 1"}
 
     corpus: str = "data/perception-corpus"  # the corpus folder (python -m pretrain.perception_corpus)
     images: int = 32000  # its first images fitted on (more images rather than more epochs)
@@ -63,15 +62,14 @@ class CorpusFitConfig:
     lr: float = 2e-3  # AdamW peak; linear warm-up, then cosine to 0
     warmup_steps: int = 100
     weight_decay: float = 0.01
-    box_weight: float = 1.0  # the box distances' L1 (in units of box_unit cells) beside the centre focal loss
-    box_unit: float = 1.0  # output cells per unit of the box head (model.perception.PerceptionConfig.box_unit)
+    box_weight: float = 1.0  # the box distances' L1 (in output cells) beside the centre focal loss
     seed: int = 0
     ckpt_every: int = 100  # steps between saved states
     log_every: int = 20  # steps between log.csv rows
 
     def heads(self, level_dims: list[int]) -> PerceptionConfig:
         return PerceptionConfig(neck="fpn", levels=list(self.levels), level_dims=list(level_dims), width=self.width,
-                                roi=self.roi, box_unit=self.box_unit)
+                                roi=self.roi)
 
 
 def same_settings(saved: dict, current: dict) -> bool:

@@ -98,7 +98,7 @@ def _batch_targets(ents_list, size: int, hw):
 def perception_loss(heads: PerceptionHeads, maps: dict, targets, box_weight: float = 1.0) -> dict[str, torch.Tensor]:
     heat_t, box_t, where, rois, fields, contact = targets
     heat = focal_loss(maps["heat"], heat_t)
-    box = (F.l1_loss(maps["box"].permute(0, 2, 3, 1)[where], box_t.permute(0, 2, 3, 1)[where]) / heads.cfg.box_unit
+    box = (F.l1_loss(maps["box"].permute(0, 2, 3, 1)[where], box_t.permute(0, 2, 3, 1)[where])
            if where.any() else heat * 0)
     out = heads.read(maps["feat"], rois) if len(rois) else None
     attr = sum(F.cross_entropy(out[f], fields[f], ignore_index=-100) for f in FIELDS

@@ -172,24 +172,6 @@ def test_the_feature_pyramid_trains_with_the_same_loss():
     assert all(p.grad is not None for p in heads.neck.parameters())
 
 
-def test_the_box_unit_scales_the_box_output_and_keeps_its_loss_in_units():
-    levels = _pyramid_maps(side=80)
-    targets = _batch_targets([[PERSON, BALL], [PERSON]], 20, (224.0, 224.0))
-    one, four = _fpn_heads(), _fpn_heads(box_unit=4.0)  # the same weights (same seed)
-    out_one, out_four = one(*levels), four(*levels)
-    assert torch.allclose(out_four["box"], 4 * out_one["box"])
-    where = targets[2]
-    raw = torch.nn.functional.l1_loss(out_four["box"].permute(0, 2, 3, 1)[where], targets[1].permute(0, 2, 3, 1)[where])
-    assert torch.allclose(perception_loss(four, out_four, targets)["box"], raw / 4)
-    # the decoded boxes are in pixels whatever the unit
-    maps = {k: v.detach() for k, v in out_four.items()}
-    maps["heat"] = torch.full_like(maps["heat"], -10.0)
-    maps["heat"][0, 0, 10, 10] = 5.0
-    maps["box"][0, :, 10, 10] = torch.tensor([2.0, 4.0, 2.0, 4.0])
-    box = four.eval().decode(maps, (80.0, 80.0))[0][0]["box"]
-    assert box == pytest.approx([34.0, 26.0, 50.0, 58.0])
-
-
 def write_tiny_pyramid_perception(folder, heat_bias: float = 3.0):
     """Untrained fpn heads on the tiny random CNN (64 px), written as a perception folder."""
     import json
