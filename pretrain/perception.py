@@ -175,7 +175,9 @@ def ship_from_corpus(cfg, backbone: BackboneConfig, bench: Path, out: Path, resu
     from inputs.perception import SETTINGS, WEIGHTS, load_perception, predict_records, settings_of, tower_pyramid
     from pretrain.perception_corpus import SETTINGS as CORPUS_SETTINGS, corpus_items
     from pretrain.perception_corpus_fit import LOG, fit_on_corpus
-    from pretrain.perception_fit import image_cameras, perception_figures, split_images
+    from bench.format import load_benchmark
+    from inputs.perception import benchmark_images
+    from pretrain.perception_fit import image_cameras, perception_figures
 
     started = time.time()
     torch.set_num_threads(threads)
@@ -195,11 +197,12 @@ def ship_from_corpus(cfg, backbone: BackboneConfig, bench: Path, out: Path, resu
               "corpus": {"folder": Path(cfg.corpus).as_posix(),
                          **json.loads((Path(cfg.corpus) / CORPUS_SETTINGS).read_text())}}
     for split in figure_splits:
-        images = split_images(bench, split)
+        loaded = load_benchmark(bench / split, check_images=False)
+        images = benchmark_images(loaded)
         labels = load_entity_labels(bench, split, allow_eval_splits=True)  # read for measurement only
         preds = predict_records(heads, [p for p, _, _ in images], source)
         report[split] = perception_figures(preds, {p: labels[scene][stem] for p, scene, stem in images},
-                                           image_cameras(bench, split))
+                                           image_cameras(loaded))
         report[f"n_{split}_images"] = len(images)
     folder = locate_pretrained(source.tower.cfg.pretrained)
     tower_bytes = sum(f.stat().st_size for f in folder.glob("*.safetensors")) if isinstance(folder, Path) else 0

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bench.entities import FIELDS, FRAC_NAMES
-from bench.format import Camera, load_benchmark
+from bench.format import Benchmark, Camera, load_benchmark
 from inputs.entity_batch import CONTACT_WIDTH, contact_vector, load_entity_labels, match_records
 from inputs.perception import LevelCaches, benchmark_images, features
 from model.camera import floor_points, pixel_rays
@@ -176,9 +176,9 @@ def floor_errors(pairs: list[tuple[Camera, list[float], list[float]]]) -> torch.
     return (xy[:, 0] - xy[:, 1]).norm(dim=-1)[both]
 
 
-def image_cameras(bench_dir: Path, split: str) -> dict[str, Camera | None]:
-    """Absolute image path -> the camera of the view that shows it (None: uncalibrated)."""
-    bench = load_benchmark(Path(bench_dir) / split, check_images=False)
+def image_cameras(bench: Benchmark) -> dict[str, Camera | None]:
+    """Absolute image path -> the camera of the view that shows it (None: uncalibrated), for a loaded
+    split of a benchmark."""
     return {str((Path(bench.root) / f.image).resolve()): v.camera for s in bench.samples for v in s.views
             for f in v.frames}
 

@@ -14,7 +14,6 @@ measured by the same code. Prints and writes JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -34,9 +33,9 @@ def measure(perception: str | Path, bench_dir: str | Path, split: str, cache_dir
     preds = {str(base / rel): recs for rel, recs in predicted_records(bench, perception, cache_dir).items()}
     labels = load_entity_labels(bench_dir, split, allow_eval_splits=True)
     truths = {path: labels[scene][stem] for path, scene, stem in benchmark_images(bench)}
-    figures = perception_figures(preds, truths, image_cameras(bench_dir, split))
-    return {"perception": str(perception), "sha256": perception_hash(locate_perception(perception)), "bench": bench_dir.as_posix(),
-            "split": split, "images": len(truths), **figures}
+    figures = perception_figures(preds, truths, image_cameras(bench))
+    return {"perception": str(perception), "sha256": perception_hash(locate_perception(perception)),
+            "bench": bench_dir.as_posix(), "split": split, "images": len(truths), **figures}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/perception_figures.json")
     args = parser.parse_args(argv)
     import torch
+
+    from common.atomic import atomic_write_json
     torch.set_num_threads(args.threads)
     started = time.time()
     try:
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in out.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    atomic_write_json(args.out, out)
     return 0
 
 
