@@ -54,6 +54,7 @@ class EntityReasonerConfig:
     readouts: bool = True         # False: no read-out term, the answer is the learned option scorer alone
     readout: Literal["fixed", "learned"] = "fixed"  # fixed: the hand-written rules (model.fixed_readouts);
     #                               learned: slots that pool the pointed set in word space (model.learned_readout)
+    readout_scale: float = 1.0    # the learned read-out's score scale at the start (learned)
     bag_of_frames: bool = False   # True: one token per image (its entities mean-pooled), no geometry, no association
     blind: bool = False           # True: every entity input zeroed, one token per image: question and options only
 
@@ -85,7 +86,7 @@ class EntityReasoner(FixedReadouts, nn.Module):
             self.near_log_sigma = nn.Parameter(torch.tensor(-2.0))  # trajectory: softmin width over object distance
         else:
             self.learned_readout = LearnedReadout(d, cfg.heads, len(self.fields), self.n_effectors,
-                                                  dropout=cfg.dropout)
+                                                  dropout=cfg.dropout, scale=cfg.readout_scale)
         self.word = nn.Embedding(cfg.vocab_size, d, padding_idx=0)
         self.field_type = nn.Parameter(torch.zeros(len(self.fields), d))
         self.contact = nn.Linear(cfg.contact_width, d)

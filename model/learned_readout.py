@@ -32,7 +32,8 @@ class LearnedReadout(nn.Module):
     """Args: d: token width; heads; n_fields: categorical fields; n_effectors: body parts of the
     contact vector; slots: reading slots; dropout."""
 
-    def __init__(self, d: int, heads: int, n_fields: int, n_effectors: int, slots: int = 4, dropout: float = 0.1):
+    def __init__(self, d: int, heads: int, n_fields: int, n_effectors: int, slots: int = 4, dropout: float = 0.1,
+                 scale: float = 1.0):
         super().__init__()
         self.n_fields, self.n_effectors, self.n_slots = n_fields, n_effectors, slots
         self.n_values = n_fields + 2 + 2 * n_effectors  # field, mark x2, touch per part, part
@@ -52,7 +53,7 @@ class LearnedReadout(nn.Module):
         nn.init.zeros_(self.out.bias)
         self.span_query = nn.Linear(d, d)
         self.slot_gate = nn.Linear(d, 1)
-        self.scale = nn.Parameter(torch.tensor(1.0))  # small at the start: the term grows as it helps
+        self.scale = nn.Parameter(torch.tensor(float(scale)))
 
     def values(self, reasoner, batch: dict) -> torch.Tensor:
         """(B, E, V, d) what each entity offers in word space (see the module docstring)."""

@@ -104,3 +104,43 @@ def test_train_selection_verified_keeps_every_train_question(tiny: Path, tmp_pat
 def test_train_selection_is_checked():
     with pytest.raises(ConfigError, match="train_selection"):
         load_config(SynthConfig, None, ["train_selection=all"])
+
+
+def test_a_resumed_generation_gives_the_same_bytes(tiny: Path, tmp_path: Path, monkeypatch):
+    """A resumable run that stops at a scene keeps the scenes it finished; the next run builds
+    only the rest, and the benchmark has the bytes of one uninterrupted run."""
+    import bench.synth.generate as gen
+
+    cfg = load_config(SynthConfig, None, TINY)
+    out = tmp_path / "bench"
+    steps = gen._scene_steps
+
+    def failing(cfg, idx, split, root, axis, step):
+        if axis == "spatial" and idx == 5:
+            raise RuntimeError("stopped here")
+        return steps(cfg, idx, split, root, axis, step)
+
+    monkeypatch.setattr(gen, "_scene_steps", failing)  # the forked workers see it too
+    with pytest.raises(gen.SceneError, match="s000005"):
+        generate(cfg, out, progress=False, resume=True)
+    partial = gen.partial_dir(out)
+    finished = {p.stem for p in (partial / "jobs").glob("*.json")}
+    assert not out.exists() and "spatial-000000" in finished and "spatial-000005" not in finished
+
+    def once(cfg, idx, split, root, axis, step):
+        assert f"{axis}-{idx:06d}" not in finished, "a finished scene was built again"
+        return steps(cfg, idx, split, root, axis, step)
+
+    monkeypatch.setattr(gen, "_scene_steps", once)
+    generate(cfg, out, progress=False, resume=True)
+    assert not partial.exists()
+    assert _digest(out) == _digest(tiny)
+
+
+def test_a_partial_generation_of_another_config_is_refused(tmp_path: Path):
+    import bench.synth.generate as gen
+
+    out = tmp_path / "bench"
+    gen._open_partial(gen.partial_dir(out), load_config(SynthConfig, None, TINY))
+    with pytest.raises(FileExistsError, match="another config"):
+        generate(load_config(SynthConfig, None, TINY + ["seed=3"]), out, progress=False, resume=True)

@@ -16,7 +16,8 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"config error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     try:
-        summary = generate(cfg, args.out, overwrite=args.overwrite, progress=not args.quiet, debug=args.debug)
+        summary = generate(cfg, args.out, overwrite=args.overwrite, progress=not args.quiet, debug=args.debug,
+                           resume=args.resume)
     except (FileExistsError, SceneError) as err:
         print(str(err), file=sys.stderr)
         return 1
@@ -44,6 +45,9 @@ def add_generate_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder; gets train/, val/, test/ and summary.json")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--resume", action="store_true",
+                   help="keep each finished scene in .<out>.partial beside --out, and reuse the ones a stopped "
+                        "run of the same config left there (the same bytes as one run)")
     p.add_argument("--debug", action="store_true",
                    help="a failing scene raises its own exception with the traceback (with workers=1: in this process)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. seed=7 render.width=64")

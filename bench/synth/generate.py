@@ -260,12 +260,44 @@ def _sample(rec: dict, qid: str, cams: list[dict], times: list[float]) -> tuple[
     return sample, needed
 
 
-def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = True, debug: bool = False) -> dict:
+def partial_dir(out: str | Path) -> Path:
+    """Where ``generate(..., resume=True)`` keeps a generation's finished scenes until it ends."""
+    out = Path(out)
+    return out.parent / f".{out.name}.partial"
+
+
+def _open_partial(tmp: Path, cfg) -> set[str]:
+    """The finished scene jobs kept in ``tmp`` (a resumable generation's folder), after checking
+    that they were made from the same config (``workers`` aside: the bytes do not depend on it);
+    creates the folder if it is not there."""
+    recorded = json.dumps({k: v for k, v in to_dict(cfg).items() if k != "workers"}, sort_keys=True)
+    stamp = tmp / "config.json"
+    if tmp.exists():
+        if not stamp.is_file() or stamp.read_text() != recorded:
+            raise FileExistsError(f"{tmp} holds a partial generation of another config: remove it to start again")
+        return {p.stem for p in (tmp / "jobs").glob("*.json")}
+    (tmp / "jobs").mkdir(parents=True)
+    stamp.write_text(recorded)
+    return set()
+
+
+def _job_name(job: tuple) -> str:
+    return f"{job[4]}-{job[1]:06d}"
+
+
+def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = True, debug: bool = False,
+             resume: bool = False) -> dict:
     """Write the benchmark splits under ``out``; returns the summary (also out/summary.json).
+
+    With ``resume``, each finished scene is kept in ``partial_dir(out)`` as it comes, and a later
+    call with the same config builds only the scenes that are not there (the output has the same
+    bytes); the folder stays when a run fails or is stopped and goes when the benchmark is written.
 
     Raises:
         SceneError: a scene failed (one line naming it, its seed and the step); with ``debug``
             the scene's own exception instead (``workers=1`` keeps its traceback in-process).
+        FileExistsError: ``out`` exists without ``overwrite``; or, with ``resume``, the partial
+            folder holds another config's scenes.
     """
     global _DEBUG
     _DEBUG = debug  # forked workers inherit it
@@ -273,10 +305,15 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists (pass --overwrite to replace it)")
     t0 = time.time()
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    if resume:
+        tmp = partial_dir(out)
+        done = _open_partial(tmp, cfg)
+    else:
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        done = set()
     splits = scene_splits(cfg, extra_train=cfg.extra_train_scenes)
     t_splits = scene_splits(cfg, cfg.temporal.n_scenes, tag=5, extra_train=cfg.temporal.extra_train_scenes)
     # temporal scenes first: they are the long jobs, so the pool ends with short ones
@@ -286,8 +323,18 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
     ctx = mp.get_context("fork")
     try:
         with (ctx.Pool(workers, initializer=_one_thread) if workers > 1 else _InProcess()) as pool:
-            results = list(tqdm(pool.imap(_scene_job, jobs, chunksize=1), total=len(jobs), disable=not progress,
-                                desc="scenes", unit="scene"))
+            kept = {name: json.loads((tmp / "jobs" / f"{name}.json").read_text()) for name in sorted(done)}
+            todo = [job for job in jobs if _job_name(job) not in kept]
+            for job, result in zip(todo, tqdm(pool.imap(_scene_job, todo, chunksize=1), total=len(jobs),
+                                              initial=len(jobs) - len(todo), disable=not progress,
+                                              desc="scenes", unit="scene")):
+                if resume:  # written whole, then renamed: a stopped run never leaves half a scene
+                    path = tmp / "jobs" / f"{_job_name(job)}.json"
+                    path.with_suffix(".part").write_text(json.dumps(result))
+                    os.replace(path.with_suffix(".part"), path)
+                    result = json.loads(path.read_text())  # what a resumed run reads: the same values
+                kept[_job_name(job)] = result
+            results = [kept[_job_name(job)] for job in jobs]
             summary = {"name": cfg.name, "seed": cfg.seed, "splits": {}}
             mark_jobs = []
             for s_idx, split in enumerate(SPLITS):
@@ -347,6 +394,9 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
         summary["unique_images"] = sum(s["unique_images"] for s in summary["splits"].values())
         summary["by_task"] = dict(sorted(sum((Counter(s["by_task"]) for s in summary["splits"].values()), Counter()).items()))
         # timing stays out of the file: the same config and seed must give the same bytes
+        if resume:
+            shutil.rmtree(tmp / "jobs")
+            (tmp / "config.json").unlink()
         (tmp / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         summary["seconds"] = round(time.time() - t0, 1)
         summary["workers"] = workers
@@ -354,7 +404,8 @@ def generate(cfg, out: str | Path, overwrite: bool = False, progress: bool = Tru
             shutil.rmtree(out)
         os.replace(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not resume:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
     return summary
 
