@@ -2,8 +2,11 @@
 fixed rule's parameters."""
 from __future__ import annotations
 
+import pytest
 import torch
 
+from common.config import ConfigError, from_dict
+from inputs.entity_batch import WordVocab
 from model.entity_reasoner import EntityReasoner, EntityReasonerConfig
 from tests import test_entity_reasoner as entity_tests
 from tests.test_entity_reasoner import _check_outputs, _mixed_batch
@@ -46,3 +49,10 @@ def test_it_pools_the_pointed_entities(split, monkeypatch):
     others[pointed] = False
     assert float(on_entity[:, others].sum(-1).max()) < 0.05
     assert torch.allclose(on_entity.sum(-1), torch.ones(on_entity.shape[0]), atol=1e-4)
+
+
+def test_its_scale_starts_at_the_config_value_and_must_be_positive():
+    vocab = WordVocab.build(["a question"])
+    assert float(_model(vocab, readout_scale=2.5).learned_readout.scale) == 2.5
+    with pytest.raises(ConfigError, match="readout_scale"):
+        from_dict(EntityReasonerConfig, {"readout_scale": 0.0})
