@@ -10,6 +10,9 @@ and over time, one "value" in word space; the values an entity offers are generi
     touch   per body part, the objects it overlaps (their kind and colour words)
     part    per body part, its name, keyed by how much it touches the pointed objects
 
+Each value also carries a learned vector of its own (field, mark, part): two fields that share
+class words (the left and the right arm's "raised") give different values.
+
 The slot's attention over these (entity, value) pairs adds the log pointer (the set), a learned
 lean toward early or late frames (first / last), and for objects a learned nearness to where
 the pointed people stand at the slot's moments. A count head gives each slot a soft number: a
@@ -40,7 +43,8 @@ class LearnedReadout(nn.Module):
         self.slots = nn.Parameter(torch.randn(slots, d) * 0.02)
         layer = nn.TransformerDecoderLayer(d, heads, 2 * d, dropout, batch_first=True, norm_first=True)
         self.decoder = nn.TransformerDecoder(layer, 2, norm=nn.LayerNorm(d))
-        self.value_type = nn.Parameter(torch.randn(self.n_values, d) * 0.02)
+        self.value_type = nn.Parameter(torch.randn(self.n_values, d) * 0.02)  # in the slots' attention
+        self.value_embed = nn.Parameter(torch.zeros(self.n_values, d))  # in the value itself: which field it is
         self.query = nn.Linear(d, d)
         self.entity_key = nn.Linear(d, d)
         self.value_key = nn.Linear(d, d, bias=False)
@@ -66,7 +70,7 @@ class LearnedReadout(nn.Module):
         out += list((contact[..., 0, :] @ desc).unbind(2))  # what each part overlaps
         eff = reasoner._phrase(reasoner.effector_words)  # (X, d)
         out += list(eff.expand(*mask.shape, n_x, eff.shape[-1]).unbind(2))
-        return torch.stack(out, 2)
+        return torch.stack(out, 2) + self.value_embed  # the left arm's "raised" is not the right arm's
 
     def pool(self, logit: torch.Tensor) -> torch.Tensor:
         """(B, K, E, V) each slot's attention over the (entity, value) pairs, from their logits."""

@@ -56,3 +56,19 @@ def test_its_scale_starts_at_the_config_value_and_must_be_positive():
     assert float(_model(vocab, readout_scale=2.5).learned_readout.scale) == 2.5
     with pytest.raises(ConfigError, match="readout_scale"):
         from_dict(EntityReasonerConfig, {"readout_scale": 0.0})
+
+
+def test_fields_that_share_class_words_give_different_values(split):
+    """The left and the right arm name their classes in the same words; each value carries its own
+    learned vector, so once trained the pooled reading can tell which arm it read."""
+    batch, vocab = _mixed_batch(split)
+    model = _model(vocab)
+    readout, fields = model.learned_readout, model.fields
+    left, right = fields.index("arm_l"), fields.index("arm_r")
+    batch["fields"][..., right] = batch["fields"][..., left]
+    with torch.no_grad():
+        same = readout.values(model, batch)
+        assert torch.equal(same[..., left, :], same[..., right, :])  # at the start: the words alone
+        readout.value_embed.normal_()
+        apart = readout.values(model, batch)
+    assert not torch.allclose(apart[..., left, :], apart[..., right, :])
