@@ -33,10 +33,11 @@ from torch import nn
 
 class LearnedReadout(nn.Module):
     """Args: d: token width; heads; n_fields: categorical fields; n_effectors: body parts of the
-    contact vector; slots: reading slots; dropout."""
+    contact vector; scale: the score scale at the start (``EntityReasonerConfig.readout_scale``);
+    slots: reading slots; dropout."""
 
-    def __init__(self, d: int, heads: int, n_fields: int, n_effectors: int, slots: int = 4, dropout: float = 0.1,
-                 scale: float = 1.0):
+    def __init__(self, d: int, heads: int, n_fields: int, n_effectors: int, scale: float, slots: int = 4,
+                 dropout: float = 0.1):
         super().__init__()
         self.n_fields, self.n_effectors, self.n_slots = n_fields, n_effectors, slots
         self.n_values = n_fields + 2 + 2 * n_effectors  # field, mark x2, touch per part, part
