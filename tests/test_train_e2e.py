@@ -120,6 +120,23 @@ def test_resume_matches_uninterrupted(synth_bench, tiny_perception, tmp_path):
         assert torch.allclose(a[key], b[key], atol=1e-5), key
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("readout", ["fixed", "learned"])
+def test_a_rerun_starts_from_the_weights_of_the_first_run(synth_bench, tiny_perception, tmp_path, readout):
+    """The first run predicts and caches the records (building the perception heads draws random
+    numbers), the second reads them: both end on the same weights, from the seed alone."""
+    states = []
+    for name in ("first", "rerun"):
+        cfg = tiny_config(synth_bench, tiny_perception, tmp_path / name, eval__enabled=False)
+        cfg.data.cache_dir = str(tmp_path / "cache")  # empty for the first run, filled by it
+        cfg.model.readout = readout
+        train(cfg)
+        states.append(read_checkpoint(Path(cfg.out_dir) / "tiny" / "last.ckpt")["state_dict"])
+    assert (tmp_path / "cache" / "records").is_dir()
+    for key in states[0]:
+        assert torch.equal(states[0][key], states[1][key]), key
+
+
 def test_resume_refuses_changed_architecture(synth_bench, tiny_perception, tmp_path):
     cfg = tiny_config(synth_bench, tiny_perception, tmp_path, eval__enabled=False)
     cfg.trainer.max_epochs = 1

@@ -61,7 +61,12 @@ class EntityModule(L.LightningModule):
         if self.model is None:
             vocab = self.trainer.datamodule.load_vocab().itos
             self.hparams["vocab"] = list(vocab)
-            self.model = build_entity_model(self.cfg.model, vocab)
+            # The initial weights follow from the seed alone, not from what drew random numbers
+            # before them: a first run predicts and caches the records (building the perception
+            # heads draws), a second reads the cache, and both must start from the same weights.
+            with torch.random.fork_rng():
+                torch.manual_seed(self.cfg.seed)
+                self.model = build_entity_model(self.cfg.model, vocab)
 
     def forward(self, batch: dict) -> dict:
         return self.model(batch)
