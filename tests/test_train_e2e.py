@@ -89,6 +89,23 @@ def test_the_ceiling_is_labelled_in_every_output(synth_bench, tiny_perception, t
     assert adapter.is_ceiling and adapter.name == "crossview-ceiling"
 
 
+def test_training_on_the_true_train_entities_is_a_model_not_a_ceiling(synth_bench, tiny_perception, tmp_path):
+    """perception.train_entities=truth: train reads the generator's records, val and test the
+    predicted ones, so the run is scored end to end and never labelled a ceiling."""
+    cfg = tiny_config(synth_bench, tiny_perception, tmp_path, eval__settings=["+0"])
+    cfg.data.cache_dir = str(tmp_path / "cache")
+    cfg.perception.train_entities = "truth"
+    cfg.trainer.max_epochs = 1
+    metrics = train(cfg)
+    run = Path(cfg.out_dir) / "tiny"
+    assert metrics["ceiling"] is False
+    assert json.loads((run / "eval" / "run.json").read_text())["model"] == "crossview"
+    assert "truth (train)" in (run / "provenance.json").read_text()
+    from inputs.entity_records import perception_hash
+    cached = list((tmp_path / "cache" / "records" / perception_hash(tiny_perception)[:16]).glob("*.jsonl.gz"))
+    assert len(cached) == 2  # val and test: the train split's records are the labels, never predicted
+
+
 class Crash(Exception):
     pass
 

@@ -85,6 +85,17 @@ def test_the_ceiling_on_a_benchmark_without_labels_is_one_line(tiny_bench, tmp_p
     assert not (tmp_path / "runs").exists()
 
 
+def test_training_on_true_entities_without_train_labels_is_one_line(tiny_bench, tiny_perception, tmp_path, capsys):
+    bench = tmp_path / "b"
+    for split in ("train", "val", "test"):  # hand-made splits: no labels/ beside them
+        (bench / split).parent.mkdir(exist_ok=True)
+        (bench / split).symlink_to(tiny_bench, target_is_directory=True)
+    code, err = _train_cli([f"data.bench_dir={bench}", "data.generate_config=null", "perception.train_entities=truth",
+                            f"perception.folder={tiny_perception}"], tmp_path, capsys)
+    assert code == 1 and len(err.splitlines()) == 1 and "train_entities=truth" in err and "labels" in err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_perception_folder_without_heads_is_one_line(tmp_path, capsys):
     code, err = _train_cli([f"perception.folder={tmp_path / 'nothing'}"], tmp_path, capsys)
     assert code == 1 and len(err.splitlines()) == 1 and "perception.folder" in err

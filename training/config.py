@@ -48,6 +48,9 @@ class PerceptionConfig:
 
     entities: Literal["predicted", "truth"] = "predicted"  # "truth": the generator's records of every split,
     #   the entity CEILING (configs/ceiling.yaml), never a model's score; labelled so in every output
+    train_entities: Literal["predicted", "truth"] = "predicted"  # "truth": the train split's records are the
+    #   generator's (its labels), val and test stay predicted: a model scored end to end, not a ceiling
+    #   (docs/experiments.md, "Trained on the generator's entities, scored on the perceived ones")
     folder: str = "checkpoints/perception/synthclip-cnn16-heads"  # the shipped perception heads (frozen)
     #   on the shipped tower; relative: to the working directory, then the repository root
 

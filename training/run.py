@@ -141,6 +141,10 @@ def check_inputs(cfg: TrainConfig) -> None:
                                     "generate has them")
     else:
         locate_perception(cfg.perception.folder)
+        if cfg.perception.train_entities == "truth" and (root / "train").is_dir() \
+                and not (root / "labels" / "train.jsonl.gz").is_file():
+            raise FileNotFoundError(f"perception.train_entities=truth: {root}/labels has no entity labels of train; "
+                                    "only a benchmark made by python -m bench generate has them")
 
 
 def train(cfg: TrainConfig, config_name: str = "default", resume: str | Path | None = None,
@@ -225,7 +229,8 @@ def _perception_identity(cfg: TrainConfig) -> str:
     if cfg.is_ceiling:
         return "truth (entity ceiling)"
     from inputs.entity_records import perception_hash
-    return f"perception sha256 {perception_hash(cfg.perception.folder)}"
+    made = f"perception sha256 {perception_hash(cfg.perception.folder)}"
+    return made + " (val, test); truth (train)" if cfg.perception.train_entities == "truth" else made
 
 
 def _float(value) -> float | None:
